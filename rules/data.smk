@@ -1,0 +1,30 @@
+# Data stage: build a dataset declared in config, then verify it; training takes only verified datasets.
+
+
+rule build_dataset:
+    output:
+        manifest="results/data/{dataset}/build.json",
+        identifiers="results/data/{dataset}/identifiers.json",
+        test_puzzles="results/data/{dataset}/test_puzzles.json",
+        train=directory("results/data/{dataset}/train"),
+        test=directory("results/data/{dataset}/test"),
+    log:
+        "logs/build_dataset/{dataset}.log",
+    threads: 2
+    params:
+        dataset=dataset_config,  # rebuilt when, and only when, this dataset's config changes
+    script:
+        "../workflow/scripts/build_dataset.py"
+
+
+rule verify_dataset:
+    input:
+        manifest="results/data/{dataset}/build.json",
+        train="results/data/{dataset}/train",
+        test="results/data/{dataset}/test",
+    output:
+        "results/data/{dataset}/verify.json",
+    log:
+        "logs/verify_dataset/{dataset}.log",
+    script:
+        "../workflow/scripts/verify_dataset.py"

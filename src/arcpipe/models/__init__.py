@@ -1,0 +1,1 @@
+"""HRM, TRM, URM and the transformer baseline under one ACT wrapper, state-dict compatible with upstream."""

@@ -1,0 +1,1 @@
+"""AdamATan2, sparse SignSGD for puzzle embeddings, Muon and EMA."""

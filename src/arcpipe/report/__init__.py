@@ -1,0 +1,1 @@
+"""pass@K tables and learning-curve plots across runs and checkpoints."""

@@ -1,0 +1,37 @@
+"""Support for the workflow/scripts/ shims: send a step's output to its Snakemake log, fail cleanly."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from arcpipe.config import ArcpipeError
+
+
+@contextlib.contextmanager
+def logged(snakemake: Any) -> Iterator[None]:
+    """Run the body with stdout, stderr and logging going to the rule's log; ArcpipeError exits with one line."""
+    log_path = Path(snakemake.log[0])
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with (
+        open(log_path, "w") as log_file,
+        contextlib.redirect_stdout(log_file),
+        contextlib.redirect_stderr(log_file),
+    ):
+        handler = logging.StreamHandler(log_file)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%H:%M:%S"))
+        root = logging.getLogger()
+        root.addHandler(handler)
+        root.setLevel(logging.INFO)
+        try:
+            yield
+        except ArcpipeError as err:
+            print(f"arcpipe: error: {err}", file=log_file)
+            log_file.flush()
+            sys.exit(2)
+        finally:
+            root.removeHandler(handler)

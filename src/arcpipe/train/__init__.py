@@ -1,0 +1,1 @@
+"""Resumable training segments: one process or torchrun."""
