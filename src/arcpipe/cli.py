@@ -41,6 +41,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     stages = parser.add_subparsers(dest="stage", required=True, metavar="STAGE")
     _add_data(stages)
+    _add_train(stages)
     _add_config(stages)
     return parser
 
@@ -60,9 +61,7 @@ def _add_data(stages: argparse._SubParsersAction) -> None:
     build.add_argument("--config", type=Path, help="workflow config (with --dataset)")
     build.add_argument("--dataset", help="a dataset name declared under `datasets:` in the config")
     build.add_argument("--output-dir", type=Path, required=True)
-    build.add_argument(
-        "--workers", type=int, default=None, help="processes (default: config, else all cores)"
-    )
+    build.add_argument("--workers", type=int, default=None, help="processes (default: config, else all cores)")
     upstream = build.add_argument_group("upstream builder flags (instead of --config/--dataset)")
     upstream.add_argument("--input-file-prefix", help="e.g. kaggle/combined/arc-agi")
     upstream.add_argument("--subsets", nargs="+")
@@ -73,9 +72,7 @@ def _add_data(stages: argparse._SubParsersAction) -> None:
     upstream.add_argument("--puzzle-identifiers-start", type=int, default=1)
     build.set_defaults(handler=_data_build)
 
-    verify = verbs.add_parser(
-        "verify", help="check a built dataset; writes DIR/verify.json, non-zero on failure"
-    )
+    verify = verbs.add_parser("verify", help="check a built dataset; writes DIR/verify.json, non-zero on failure")
     verify.add_argument("dataset_dir", type=Path)
     verify.set_defaults(handler=_data_verify)
 
@@ -146,6 +143,43 @@ def _data_show(args: argparse.Namespace) -> int:
 
 
 # --------------------------------------------------------------------------------------------------------------
+# train
+
+
+def _add_train(stages: argparse._SubParsersAction) -> None:
+    train = stages.add_parser("train", help="train a run to an evaluation boundary (one process, or under torchrun)")
+    train.add_argument("--config", type=Path, required=True, help="the run's resolved config (or the workflow's)")
+    train.add_argument("--run", required=True, help="a run name declared under `runs:`")
+    train.add_argument("--data", type=Path, required=True, help="the verified dataset directory")
+    train.add_argument("--out", type=Path, required=True, help="the run directory, results/runs/<run>")
+    what = train.add_mutually_exclusive_group(required=True)
+    what.add_argument("--until-epoch", type=int, help="train to this evaluation boundary (cumulative epochs)")
+    what.add_argument("--preflight", type=Path, help="a few real steps, save, load, resume, evaluate; report here")
+    train.add_argument(
+        "--deadline", type=_minutes, help="the job's time limit (e.g. 90m, 2h, 45s): save and exit before it"
+    )
+    train.set_defaults(handler=_train)
+
+
+def _train(args: argparse.Namespace) -> int:
+    if args.preflight:
+        from arcpipe.train.preflight import preflight
+
+        return preflight(args.config, args.run, args.data, args.out, args.preflight)
+    from arcpipe.train.loop import train
+
+    return train(args.config, args.run, args.data, args.out, args.until_epoch, args.deadline)
+
+
+def _minutes(text: str) -> float:
+    units = {"s": 1 / 60, "m": 1.0, "h": 60.0}
+    try:
+        return float(text[:-1]) * units[text[-1]] if text[-1] in units else float(text)
+    except (ValueError, IndexError):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration like 90m, 2h or 45s") from None
+
+
+# --------------------------------------------------------------------------------------------------------------
 # config
 
 
@@ -193,9 +227,7 @@ def _configure_logging(verbose: bool) -> None:
     level = logging.DEBUG if verbose else logging.INFO
     if not is_rank_zero():
         level = logging.WARNING
-    logging.basicConfig(
-        level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S"
-    )
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
 
 
 if __name__ == "__main__":

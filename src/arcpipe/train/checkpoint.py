@@ -1,0 +1,87 @@
+"""Training state files: boundary states, the side checkpoint inside a segment, atomic writes and clear errors.
+
+A boundary writes two files (both declared Snakemake outputs): `ckpt/epoch_{E}.pt`, the evaluated weights
+(written by `arcpipe.models.io.save_weights`), and `state/epoch_{E}.pt`, everything else needed to continue
+exactly: live weights, optimizer states, EMA shadow, the ACT carry of every micro-batch slot, step, pass position,
+RNG state and cumulative wall time. Both carry the resolved config, its hash, the dataset's identifiers hash and
+the arcpipe version. The side checkpoint `resume/side.pt` has the same content plus the position inside a pass; it
+is not a declared output, so Snakemake never deletes it, and a retried job continues from it.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from arcpipe.config import ArcpipeError, RunConfig
+
+STATE_FORMAT = "arcpipe-state/1"
+
+# fields that only say how a run is executed: they may change between segments without changing the result
+EXECUTION_FIELDS = frozenset(
+    {
+        "nodes",
+        "gpus_per_node",
+        "micro_batch_size",
+        "compile",
+        "max_hours",
+        "side_checkpoint_minutes",
+        "wandb",
+        "wandb_project",
+        "segment_evals",
+        "target",
+        "epochs",
+    }
+)
+
+
+def save_atomic(obj: Any, path: Path) -> None:
+    """torch.save to a temporary file beside `path`, fsync, then rename: a kill never leaves half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as f:
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def load_state(path: Path) -> dict[str, Any]:
+    """Load a state file; a truncated or foreign file is an ArcpipeError naming it."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=False)
+    except FileNotFoundError:
+        raise ArcpipeError(f"{path}: missing training state; re-run the previous segment") from None
+    except (RuntimeError, EOFError, pickle.UnpicklingError, zipfile.BadZipFile) as err:
+        raise ArcpipeError(
+            f"{path}: unreadable training state ({type(err).__name__}: {str(err).splitlines()[0][:120]}); "
+            "delete it and re-run the segment that wrote it"
+        ) from None
+    if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
+        raise ArcpipeError(f"{path}: not an arcpipe training state (format {STATE_FORMAT} expected)")
+    return state
+
+
+def check_compatible(state: dict[str, Any], path: Path, run: RunConfig, identifiers_sha256: str) -> None:
+    """Refuse to continue from a state made with another model/optimizer/data config, listing the fields."""
+    saved = state["run_config"]
+    current = run.model_dump(mode="json")
+    differing = sorted(
+        k for k in current.keys() | saved.keys() if k not in EXECUTION_FIELDS and saved.get(k) != current.get(k)
+    )
+    problems = [f"{k}: {saved.get(k)!r} -> {current.get(k)!r}" for k in differing]
+    if state["identifiers_sha256"] != identifiers_sha256:
+        problems.append("the dataset's identifiers.json differs (puzzle-embedding rows would be misassigned)")
+    if problems:
+        raise ArcpipeError(
+            f"{path}: cannot resume, the config changed since it was written ({'; '.join(problems)}); "
+            "start the run afresh (delete results/runs/<run>) or restore the old config"
+        )

@@ -1,0 +1,383 @@
+"""The training loop: one Snakemake job trains from the latest state to an evaluation boundary.
+
+    arcpipe train --config results/runs/smoke-trm/config.yaml --run smoke-trm --data results/data/smoke \
+        --out results/runs/smoke-trm --until-epoch 2 --deadline 30m
+
+Semantics as upstream (upstream.md 2 and 4): one optimizer step per ACT step with the carry kept across batches,
+loss / global_batch_size, gradients summed over ranks, the warm-up + lr_min_ratio schedule over upstream's
+`total_steps`, updates stop after total_steps. The global batch is split into (rank, micro-batch) slots, each with
+its own carry; all randomness comes from (seed, position) hashes (train/sampler.py), so one process, torchrun and
+gradient accumulation give the same weights up to float summation order.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+import arcpipe
+from arcpipe.config import ArcpipeError, RunConfig, WorkflowConfig, config_hash, load_config
+from arcpipe.data.dataset import Split, identifiers_sha256, load_split
+from arcpipe.models.act import Carry
+from arcpipe.models.io import save_weights
+from arcpipe.models.registry import build_model, make_arch_config
+from arcpipe.optim import EMA, make_optimizers
+from arcpipe.train import distributed
+from arcpipe.train.checkpoint import STATE_FORMAT, check_compatible, load_state, save_atomic
+from arcpipe.train.sampler import batch_rows, collate, halt_min_steps, plan_pass
+from arcpipe.train.schedule import lr_at, total_steps
+from arcpipe.train.tracking import MetricsLog, Progress, WandbMirror
+
+log = logging.getLogger(__name__)
+
+EXIT_DEADLINE = 75  # EX_TEMPFAIL: saved before the job's time limit; a retry continues from the side checkpoint
+EXIT_BUDGET = 3  # max_hours reached
+
+
+@dataclass
+class Position:
+    """Where training stands: the pass (one per eval_interval epochs), the batch inside it, the step."""
+
+    pass_index: int = 0  # passes completed before the current one
+    batch: int = 0  # batches of the current pass already trained
+    step: int = 0  # optimizer steps so far (upstream counts from 1: the first update is step 1)
+    wall_seconds: float = 0.0  # cumulative training time over all segments
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Trainer:
+    def __init__(self, cfg: WorkflowConfig, run_name: str, data_dir: Path, out_dir: Path) -> None:
+        self.run_name = run_name
+        self.run: RunConfig = cfg.runs[run_name]
+        self.cfg = cfg
+        self.data_dir = data_dir
+        self.out_dir = out_dir
+        self.env = distributed.setup(self.run)
+        self.device = self.env.device
+        _require_verified(data_dir)
+        self.split: Split = load_split(data_dir, "train")
+        self.identifiers_sha256 = identifiers_sha256(data_dir)
+        meta = self.split.metadata
+        self.arch_cfg = make_arch_config(self.run.arch, self.run.preset, self.run.arch_overrides)
+        torch.manual_seed(self.run.seed)  # the same initial weights on every rank
+        self.head = build_model(
+            self.arch_cfg,
+            vocab_size=meta.vocab_size,
+            seq_len=meta.seq_len,
+            num_puzzle_identifiers=meta.num_puzzle_identifiers,
+            batch_size=self.run.micro_batch,
+            device=self.device,
+        )
+        self.optimizers = make_optimizers(
+            self.head,
+            lr=self.run.lr,
+            puzzle_emb_lr=self.run.puzzle_emb_lr,
+            weight_decay=self.run.weight_decay,
+            puzzle_emb_weight_decay=self.run.puzzle_emb_weight_decay,
+            betas=(self.run.beta1, self.run.beta2),
+            optimizer=self.run.optimizer,
+        )
+        self.ema = EMA(self.head, self.run.ema_rate) if self.run.ema else None
+        self.step_fn = self.head.step  # (carry, batch) -> carry, loss, metrics, outputs; no host sync
+        if self.run.compile if self.run.compile is not None else self.device.type == "cuda":
+            self.step_fn = torch.compile(self.head.step)
+        self.total_steps = total_steps(
+            self.run.epochs, meta.total_groups, meta.mean_puzzle_examples, self.run.global_batch_size
+        )
+        self.slots = self.run.grad_accum_steps  # micro-batches of this rank per step
+        self.carries: list[Carry | None] = [None] * self.slots
+        self.position = Position()
+        self.config_hash = config_hash(self.run)
+        self.side_path = out_dir / "resume" / "side.pt"
+        self.metrics = MetricsLog(out_dir / "resume" / "metrics.jsonl", enabled=self.env.rank == 0)
+
+    # ------------------------------------------------------------------------------------------------------------
+    # the segment
+
+    def train_until(self, until_epoch: int, deadline: float | None) -> int:
+        """Train to boundary `until_epoch`, writing every boundary's ckpt, state and metrics on the way."""
+        run = self.run
+        if until_epoch % run.eval_interval or not 0 < until_epoch <= run.epochs:
+            raise ArcpipeError(
+                f"--until-epoch {until_epoch}: not an evaluation boundary of run {self.run_name} "
+                f"(multiples of eval_interval={run.eval_interval} up to epochs={run.epochs})"
+            )
+        self._resume(until_epoch)
+        started = time.monotonic()
+        wall_at_start = self.position.wall_seconds
+        wandb = WandbMirror(self.run, self.run_name, self.out_dir, enabled=self.env.rank == 0)
+        progress = Progress(self.total_steps, enabled=self.env.rank == 0)
+        last_side = time.monotonic()
+        while (self.position.pass_index + 1) * run.eval_interval <= until_epoch:
+            plan = plan_pass(self.split, run.seed, self.position.pass_index, run.eval_interval, run.global_batch_size)
+            while self.position.batch < plan.num_batches and self.position.step < self.total_steps:
+                now = time.monotonic()
+                self.position.wall_seconds = wall_at_start + (now - started)
+                if deadline is not None and now >= deadline:
+                    self._save_side()
+                    log.warning(
+                        "deadline reached at step %d: saved %s; a retry continues from it",
+                        self.position.step,
+                        self.side_path,
+                    )
+                    return EXIT_DEADLINE
+                if run.max_hours is not None and self.position.wall_seconds >= run.max_hours * 3600:
+                    self._save_side()
+                    log.error(
+                        "run %s reached max_hours=%s of training; raise runs.%s.max_hours in the config to continue",
+                        self.run_name,
+                        run.max_hours,
+                        self.run_name,
+                    )
+                    return EXIT_BUDGET
+                record = self._train_step(plan, wandb)
+                progress.update(self.position.step, record)
+                if now - last_side >= run.side_checkpoint_minutes * 60:
+                    self._save_side()
+                    last_side = time.monotonic()
+            self.position.wall_seconds = wall_at_start + (time.monotonic() - started)
+            self._save_boundary((self.position.pass_index + 1) * run.eval_interval)
+            self.position.pass_index += 1
+            self.position.batch = 0
+        wandb.finish()
+        return 0
+
+    def _train_step(self, plan, wandb) -> dict[str, float]:
+        run, env = self.run, self.env
+        t0 = time.perf_counter()
+        examples, puzzles = batch_rows(
+            self.split, plan, self.position.batch, run.global_batch_size, run.seed, self.position.pass_index
+        )
+        self.position.batch += 1
+        self.position.step += 1
+        step = self.position.step
+        micro = run.micro_batch
+        sums: dict[str, torch.Tensor] = {}
+        data_wait = time.perf_counter() - t0
+        for slot in range(self.slots):
+            lo = (env.rank * self.slots + slot) * micro
+            rows = np.arange(lo, lo + micro)
+            t1 = time.perf_counter()
+            batch = {
+                k: torch.from_numpy(v).to(self.device, non_blocking=True)
+                for k, v in collate(self.split, examples[rows], puzzles[rows]).items()
+            }
+            batch["halt_min_steps"] = torch.from_numpy(
+                halt_min_steps(run.seed, step, rows, self.arch_cfg_exploration, self.head.model.max_steps)
+            ).to(self.device)
+            data_wait += time.perf_counter() - t1
+            if self.carries[slot] is None:
+                self.carries[slot] = self.head.initial_carry(batch)
+            carry, loss, metrics, _ = self.step_fn(self.carries[slot], batch)
+            self.carries[slot] = carry
+            (loss / run.global_batch_size).backward()
+            for k, v in metrics.items():
+                sums[k] = sums.get(k, 0) + v.detach().float()
+        distributed.all_reduce_grads(self.head, env)
+        lr_factor = lr_at(step, 1.0, run.lr_warmup_steps, self.total_steps, run.lr_min_ratio)
+        for optimizer, base_lr in self.optimizers:
+            for group in optimizer.param_groups:
+                group["lr"] = base_lr * lr_factor
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+        if self.ema is not None:
+            self.ema.update()
+        record = self._reduce_metrics(sums)
+        record.update(step=step, epoch=self._epoch_now(plan), lr=run.lr * lr_factor)
+        record["time/step_s"] = time.perf_counter() - t0
+        record["time/data_wait_s"] = data_wait
+        self.metrics.write(record)
+        wandb.log(record, step)
+        return record
+
+    @property
+    def arch_cfg_exploration(self) -> float:
+        return float(getattr(self.arch_cfg, "halt_exploration_prob", 0.1))
+
+    def _reduce_metrics(self, sums: dict[str, torch.Tensor]) -> dict[str, float]:
+        keys = sorted(sums)
+        stacked = torch.stack([sums[k] for k in keys])
+        if self.env.is_distributed:
+            dist.all_reduce(stacked)
+        values = dict(zip(keys, stacked.tolist(), strict=True))
+        count = max(values.get("count", 0.0), 1.0)
+        return {
+            f"train/{k}": (v / self.run.global_batch_size if k.endswith("loss") else v / count)
+            for k, v in values.items()
+        }
+
+    def _epoch_now(self, plan) -> float:
+        return self.run.eval_interval * (self.position.pass_index + self.position.batch / max(plan.num_batches, 1))
+
+    # ------------------------------------------------------------------------------------------------------------
+    # state
+
+    def _state(self) -> dict[str, Any]:
+        return {
+            "format": STATE_FORMAT,
+            "arcpipe_version": arcpipe.__version__,
+            "run": self.run_name,
+            "run_config": self.run.model_dump(mode="json"),
+            "config_hash": self.config_hash,
+            "identifiers_sha256": self.identifiers_sha256,
+            "position": self.position.__dict__.copy(),
+            "model": self.head.state_dict(),
+            "optimizers": [opt.state_dict() for opt, _ in self.optimizers],
+            "ema": self.ema.state_dict() if self.ema is not None else None,
+            "carries": self._gather_carries(),
+            "torch_rng": torch.get_rng_state(),
+        }
+
+    def _gather_carries(self) -> list[dict[str, torch.Tensor] | None]:
+        """The carries of every (rank, slot), in global slot order; [] of Nones before the first step."""
+        local = [c.state_dict() if c is not None else None for c in self.carries]
+        local = [{k: v.cpu() for k, v in c.items()} if c is not None else None for c in local]
+        if not self.env.is_distributed:
+            return local
+        gathered: list[Any] = [None] * self.env.world_size
+        dist.all_gather_object(gathered, local)
+        return [c for rank_carries in gathered for c in rank_carries]
+
+    def _load(self, state: dict[str, Any], path: Path) -> None:
+        check_compatible(state, path, self.run, self.identifiers_sha256)
+        self.head.load_state_dict(state["model"])
+        for (opt, _), opt_state in zip(self.optimizers, state["optimizers"], strict=True):
+            opt.load_state_dict(opt_state)
+        if self.ema is not None:
+            self.ema.load_state_dict(state["ema"])
+        self.position = Position(**state["position"])
+        carries = state["carries"]
+        start = self.env.rank * self.slots
+        mine = carries[start : start + self.slots] if len(carries) == self.env.world_size * self.slots else None
+        if mine is None and any(c is not None for c in carries):
+            # the launch shape changed: slots no longer line up with the saved carries; restart the sequences
+            log.warning(
+                "%s: carries saved for %d slots, now %d: ACT sequences restart",
+                path,
+                len(carries),
+                self.env.world_size * self.slots,
+            )
+            mine = [None] * self.slots
+        self.carries = [
+            Carry.from_state_dict({k: v.to(self.device) for k, v in c.items()}) if c is not None else None
+            for c in (mine or [None] * self.slots)
+        ]
+        torch.set_rng_state(state["torch_rng"])
+
+    def _resume(self, until_epoch: int) -> None:
+        """Continue from the side checkpoint if it is ahead and matches, else from the latest boundary state."""
+        run = self.run
+        candidates = []
+        if self.side_path.exists():
+            candidates.append(self.side_path)
+        for epoch in range(until_epoch - run.eval_interval, 0, -run.eval_interval):
+            boundary = self.out_dir / "state" / f"epoch_{epoch}.pt"
+            if boundary.exists():
+                candidates.append(boundary)
+                break
+        best: tuple[dict[str, Any], Path] | None = None
+        for path in candidates:
+            state = load_state(path)
+            pos = state["position"]
+            reached = pos["pass_index"] * run.eval_interval
+            if path == self.side_path and (
+                state["config_hash"] != self.config_hash
+                or state["identifiers_sha256"] != self.identifiers_sha256
+                or reached >= until_epoch
+            ):
+                log.info("%s: ignored (another config or beyond epoch %d)", path, until_epoch)
+                continue
+            if best is None or (pos["step"], pos["batch"]) > (
+                best[0]["position"]["step"],
+                best[0]["position"]["batch"],
+            ):
+                best = (state, path)
+        if best is not None:
+            self._load(*best)
+            log.info(
+                "resumed from %s at step %d (pass %d, batch %d)",
+                best[1],
+                self.position.step,
+                self.position.pass_index,
+                self.position.batch,
+            )
+        elif until_epoch > run.eval_interval:
+            previous = self.out_dir / "state" / f"epoch_{until_epoch - run.eval_interval}.pt"
+            raise ArcpipeError(f"{previous}: missing; train the previous segment first (snakemake does this)")
+        self.metrics.truncate_after(self.position.step)
+
+    def _save_side(self) -> None:
+        state = self._state()
+        if self.env.rank == 0:
+            save_atomic(state, self.side_path)
+            self.metrics.flush()
+        distributed.barrier(self.env)
+
+    def _save_boundary(self, epoch: int) -> None:
+        state = self._state()
+        if self.env.rank == 0:
+            meta = {
+                "run_config": self.run.model_dump(mode="json"),
+                "config_hash": self.config_hash,
+                "identifiers_sha256": self.identifiers_sha256,
+                "step": self.position.step,
+                "epoch": epoch,
+                "total_steps": self.total_steps,
+            }
+            evaluated = self.ema.ema_copy(self.head) if self.ema is not None else self.head
+            save_weights(
+                self.out_dir / "ckpt" / f"epoch_{epoch}.pt",
+                evaluated,
+                arch=self.run.arch,
+                arch_cfg=self.arch_cfg,
+                dataset=self.split.metadata,
+                **meta,
+            )
+            save_atomic(state, self.out_dir / "state" / f"epoch_{epoch}.pt")
+            self.metrics.export(
+                self.out_dir / "metrics" / f"epoch_{epoch}.jsonl", since_epoch=epoch - self.run.eval_interval
+            )
+            log.info(
+                "boundary epoch %d: step %d, checkpoint %s",
+                epoch,
+                self.position.step,
+                self.out_dir / "ckpt" / f"epoch_{epoch}.pt",
+            )
+        distributed.barrier(self.env)
+
+
+def train(
+    config_path: Path, run_name: str, data_dir: Path, out_dir: Path, until_epoch: int, deadline_minutes: float | None
+) -> int:
+    """Entry point of `arcpipe train`: returns the process exit status."""
+    started = time.monotonic()
+    cfg = load_config(config_path)
+    if run_name not in cfg.runs:
+        raise ArcpipeError(f"{config_path}: no run {run_name!r} (runs: {', '.join(sorted(cfg.runs))})")
+    deadline = None
+    if deadline_minutes is not None:
+        margin = min(5 * 60.0, 0.1 * deadline_minutes * 60)
+        deadline = started + deadline_minutes * 60 - margin
+    trainer = Trainer(cfg, run_name, data_dir, out_dir)
+    try:
+        return trainer.train_until(until_epoch, deadline)
+    finally:
+        distributed.teardown(trainer.env)
+
+
+def _require_verified(data_dir: Path) -> None:
+    report_path = data_dir / "verify.json"
+    try:
+        report = json.loads(report_path.read_text())
+    except FileNotFoundError:
+        raise ArcpipeError(f"{report_path}: missing; run 'arcpipe data verify {data_dir}' first") from None
+    if not report.get("ok"):
+        raise ArcpipeError(f"{report_path}: the dataset failed verification; see its failures")
