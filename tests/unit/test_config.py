@@ -66,6 +66,4 @@ def test_cli_reports_a_bad_config_in_one_line(tmp_path, capsys):
     assert main(["config", "check", str(bad)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0
-    assert err.startswith(
-        f"arcpipe: error: {bad}: runs.smoke-trm: epochs=4 is not a multiple of eval_interval=3"
-    )
+    assert err.startswith(f"arcpipe: error: {bad}: runs.smoke-trm: epochs=4 is not a multiple of eval_interval=3")

@@ -102,8 +102,11 @@ class Trainer:
     # ------------------------------------------------------------------------------------------------------------
     # the segment
 
-    def train_until(self, until_epoch: int, deadline: float | None) -> int:
-        """Train to boundary `until_epoch`, writing every boundary's ckpt, state and metrics on the way."""
+    def train_until(self, until_epoch: int, deadline: float | None, max_new_steps: int | None = None) -> int:
+        """Train to boundary `until_epoch`, writing every boundary's ckpt, state and metrics on the way.
+
+        `max_new_steps` (preflight) stops early after that many steps, saving a side checkpoint.
+        """
         run = self.run
         if until_epoch % run.eval_interval or not 0 < until_epoch <= run.epochs:
             raise ArcpipeError(
@@ -111,6 +114,7 @@ class Trainer:
                 f"(multiples of eval_interval={run.eval_interval} up to epochs={run.epochs})"
             )
         self._resume(until_epoch)
+        first_step = self.position.step
         started = time.monotonic()
         wall_at_start = self.position.wall_seconds
         wandb = WandbMirror(self.run, self.run_name, self.out_dir, enabled=self.env.rank == 0)
@@ -138,6 +142,9 @@ class Trainer:
                         self.run_name,
                     )
                     return EXIT_BUDGET
+                if max_new_steps is not None and self.position.step >= first_step + max_new_steps:
+                    self._save_side()
+                    return 0
                 record = self._train_step(plan, wandb)
                 progress.update(self.position.step, record)
                 if now - last_side >= run.side_checkpoint_minutes * 60:

@@ -1,0 +1,116 @@
+"""Exact resume: killed at a random moment (SIGKILL) and re-run, training ends with bitwise-identical weights."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from tests.conftest import write_config
+
+
+def _train(config: Path, out: Path, data: Path, epoch: int, *extra: str, run: str = "r", env=None) -> subprocess.Popen:
+    cmd = [
+        sys.executable,
+        "-m",
+        "arcpipe",
+        "train",
+        "--config",
+        str(config),
+        "--run",
+        run,
+        "--data",
+        str(data),
+        "--out",
+        str(out),
+        "--until-epoch",
+        str(epoch),
+        *extra,
+    ]
+    return subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})},
+    )
+
+
+def _finish(proc: subprocess.Popen) -> tuple[int, str]:
+    out, _ = proc.communicate(timeout=600)
+    return proc.returncode, out
+
+
+def _weights(path: Path) -> dict[str, torch.Tensor]:
+    return torch.load(path, map_location="cpu", weights_only=False)["model"]
+
+
+def _assert_bitwise_equal(a: Path, b: Path) -> None:
+    wa, wb = _weights(a), _weights(b)
+    assert wa.keys() == wb.keys()
+    for k in wa:
+        assert torch.equal(wa[k], wb[k]), k
+
+
+def _train_chain(config, out, data, epochs=(2, 4)):
+    for epoch in epochs:
+        code, log = _finish(_train(config, out, data, epoch))
+        assert code == 0, log
+
+
+def test_killed_and_rerun_ends_bitwise_identical(tiny_dataset, tmp_path):
+    config = write_config(tmp_path / "config.yaml", {"r": {}})
+    straight = tmp_path / "straight"
+    _train_chain(config, straight, tiny_dataset)
+
+    killed = tmp_path / "killed"
+    code, log = _finish(_train(config, killed, tiny_dataset, 2))
+    assert code == 0, log
+    rng = random.Random(0)
+    kills = 0
+    for _ in range(3):  # kill segment 2 at random moments, then let it finish
+        proc = _train(config, killed, tiny_dataset, 4)
+        time.sleep(rng.uniform(2.0, 6.0))
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+            kills += 1
+        proc.communicate()
+    code, log = _finish(_train(config, killed, tiny_dataset, 4))
+    assert code == 0, log
+    assert kills >= 1
+    _assert_bitwise_equal(straight / "ckpt/epoch_4.pt", killed / "ckpt/epoch_4.pt")
+    # the metrics were cut back to each resume point: every step appears once, as in the straight run
+    assert _steps(killed / "metrics/epoch_4.jsonl") == _steps(straight / "metrics/epoch_4.jsonl")
+
+
+def _steps(path: Path) -> list[int]:
+    return [json.loads(line)["step"] for line in path.read_text().splitlines()]
+
+
+def test_deadline_saves_exits_75_and_the_retry_finishes_identically(tiny_dataset, tmp_path):
+    config = write_config(tmp_path / "config.yaml", {"r": {}})
+    straight = tmp_path / "straight"
+    _train_chain(config, straight, tiny_dataset, epochs=(2,))
+    timed = tmp_path / "timed"
+    code, log = _finish(_train(config, timed, tiny_dataset, 2, "--deadline", "1s"))
+    assert code == 75, log
+    assert "deadline reached" in log and (timed / "resume/side.pt").exists()
+    assert not (timed / "ckpt/epoch_2.pt").exists()
+    code, log = _finish(_train(config, timed, tiny_dataset, 2))
+    assert code == 0, log
+    _assert_bitwise_equal(straight / "ckpt/epoch_2.pt", timed / "ckpt/epoch_2.pt")
+
+
+def test_max_hours_stops_every_attempt_with_how_to_raise_it(tiny_dataset, tmp_path):
+    config = write_config(tmp_path / "config.yaml", {"r": {"max_hours": 1e-7}})
+    for _ in range(2):
+        code, log = _finish(_train(config, tmp_path / "capped", tiny_dataset, 2))
+        assert code == 3, log
+        assert "max_hours" in log and "runs.r.max_hours" in log
