@@ -1,0 +1,88 @@
+"""HRM ACT v1, the Hierarchical Reasoning Model (HRM: `models/hrm/hrm_act_v1.py`): a slow H and a fast L module.
+
+    no_grad:  for h in 0..H_cycles-1:
+                  for l in 0..L_cycles-1: unless (h, l) is the last pair: z_L = L_level(z_L, z_H + x)
+                  unless h is the last: z_H = H_level(z_H, z_L)
+    grad:     z_L = L_level(z_L, z_H + x);  z_H = H_level(z_H, z_L)          # the "1-step gradient"
+
+Halting is q_halt > q_continue, and q_continue learns a bootstrapped target from one more no-grad step (act.py).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+from pydantic import Field
+from torch import Tensor
+
+from arcpipe.models.layers import CoreConfig, InnerCarry, RecursiveCore, init_state, make_blocks
+
+
+class HRMConfig(CoreConfig):
+    name: Literal["hrm"] = "hrm"
+    H_cycles: int = Field(gt=0)
+    L_cycles: int = Field(gt=0)
+    H_layers: int = Field(gt=0)
+    L_layers: int = Field(gt=0)
+    halt_max_steps: int = Field(gt=0)
+    halt_exploration_prob: float = Field(ge=0, le=1)
+    pos_encodings: Literal["rope", "learned"] = "rope"  # upstream HRM raises on anything else
+
+
+class HRM(RecursiveCore):
+    halt_rule = "q_halt>q_continue"
+    bootstrap_q = True
+
+    def __init__(
+        self,
+        config: HRMConfig,
+        *,
+        vocab_size: int,
+        seq_len: int,
+        num_puzzle_identifiers: int,
+        batch_size: int,
+        forward_dtype: torch.dtype,
+    ) -> None:
+        super().__init__(
+            **config.core_kwargs(),
+            vocab_size=vocab_size,
+            seq_len=seq_len,
+            num_puzzle_identifiers=num_puzzle_identifiers,
+            batch_size=batch_size,
+            forward_dtype=forward_dtype,
+            halt_max_steps=config.halt_max_steps,
+            halt_exploration_prob=config.halt_exploration_prob,
+        )
+        self.config = config
+        self.H_level = make_blocks(config.H_layers, **config.block_kwargs())
+        self.L_level = make_blocks(config.L_layers, **config.block_kwargs())
+        self.H_init = init_state(config.hidden_size, forward_dtype)
+        self.L_init = init_state(config.hidden_size, forward_dtype)
+
+    def empty_carry(self, batch_size: int, device: torch.device) -> InnerCarry:
+        shape = self.state_shape(batch_size)
+        return (
+            torch.empty(shape, dtype=self.forward_dtype, device=device),
+            torch.empty(shape, dtype=self.forward_dtype, device=device),
+        )
+
+    def reset_carry(self, reset: Tensor, carry: InnerCarry) -> InnerCarry:
+        z_H, z_L = carry
+        r = reset.view(-1, 1, 1)
+        return torch.where(r, self.H_init, z_H), torch.where(r, self.L_init, z_L)
+
+    def recur(self, carry: InnerCarry, x: Tensor) -> tuple[InnerCarry, Tensor]:
+        cos_sin = self.cos_sin()
+        H, L = self.config.H_cycles, self.config.L_cycles
+        z_H, z_L = carry
+        with torch.no_grad():
+            for h in range(H):
+                for l in range(L):
+                    if not (h == H - 1 and l == L - 1):
+                        z_L = self.L_level(z_L, z_H + x, cos_sin)
+                if h != H - 1:
+                    z_H = self.H_level(z_H, z_L, cos_sin)
+        z_L = self.L_level(z_L, z_H + x, cos_sin)
+        z_H = self.H_level(z_H, z_L, cos_sin)
+        return (z_H.detach(), z_L.detach()), z_H

@@ -1,0 +1,65 @@
+"""The plain transformer baseline under the same ACT wrapper (TRM: `transformers_baseline.py`, `Model_ACTV2`).
+
+Each ACT step applies `H_level` (H_layers blocks) once, with gradient: z_H = H_level(z_H, x). It halts on
+q_halt > q_continue; as upstream's trainer never asks for a Q-continue target, q_continue is never trained.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+from pydantic import Field
+from torch import Tensor
+
+from arcpipe.models.layers import CoreConfig, InnerCarry, RecursiveCore, init_state, make_blocks
+
+
+class TransformerConfig(CoreConfig):
+    name: Literal["transformer"] = "transformer"
+    H_cycles: int = Field(default=1, gt=0)  # kept for compatibility; unused
+    H_layers: int = Field(gt=0)
+    halt_max_steps: int = Field(gt=0)
+    halt_exploration_prob: float = Field(ge=0, le=1)
+    act_enabled: bool = True  # False: no early halting in training either
+    pos_encodings: Literal["rope", "learned"] = "rope"
+
+
+class Transformer(RecursiveCore):
+    halt_rule = "q_halt>q_continue"
+
+    def __init__(
+        self,
+        config: TransformerConfig,
+        *,
+        vocab_size: int,
+        seq_len: int,
+        num_puzzle_identifiers: int,
+        batch_size: int,
+        forward_dtype: torch.dtype,
+    ) -> None:
+        super().__init__(
+            **config.core_kwargs(),
+            vocab_size=vocab_size,
+            seq_len=seq_len,
+            num_puzzle_identifiers=num_puzzle_identifiers,
+            batch_size=batch_size,
+            forward_dtype=forward_dtype,
+            halt_max_steps=config.halt_max_steps,
+            halt_exploration_prob=config.halt_exploration_prob,
+        )
+        self.config = config
+        if not config.act_enabled:
+            self.halt_rule = "none"
+        self.H_level = make_blocks(config.H_layers, **config.block_kwargs())
+        self.H_init = init_state(config.hidden_size, forward_dtype)
+
+    def empty_carry(self, batch_size: int, device: torch.device) -> InnerCarry:
+        return (torch.empty(self.state_shape(batch_size), dtype=self.forward_dtype, device=device),)
+
+    def reset_carry(self, reset: Tensor, carry: InnerCarry) -> InnerCarry:
+        return (torch.where(reset.view(-1, 1, 1), self.H_init, carry[0]),)
+
+    def recur(self, carry: InnerCarry, x: Tensor) -> tuple[InnerCarry, Tensor]:
+        z_H = self.H_level(carry[0], x, self.cos_sin())
+        return (z_H.detach(),), z_H

@@ -1,0 +1,106 @@
+"""TRM, the Tiny Recursive Model (TRM: `models/recursive_reasoning/trm.py`): one small network does both updates.
+
+In the paper's terms y = z_H (the answer), z = z_L (the latent), T = `H_cycles`, n = `L_cycles`:
+
+    no_grad:  repeat H_cycles-1 times: { repeat L_cycles: z_L = net(z_L, z_H + x);  z_H = net(z_H, z_L) }
+    grad:     repeat L_cycles: z_L = net(z_L, z_H + x);  z_H = net(z_H, z_L)
+
+so the last cycle is back-propagated in full. Outputs come from z_H; the 16-position puzzle prefix
+(`puzzle_emb_len`) holds the puzzle embedding in position 0 and zeros after it, which act as scratch tokens.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+from pydantic import Field, model_validator
+from torch import Tensor
+
+from arcpipe.models.layers import CoreConfig, InnerCarry, RecursiveCore, init_state, make_blocks
+
+
+class TRMConfig(CoreConfig):
+    name: Literal["trm"] = "trm"
+    H_cycles: int = Field(gt=0)  # T: outer recursion steps
+    L_cycles: int = Field(gt=0)  # n: latent updates per outer step
+    H_layers: int = Field(default=0, ge=0)  # upstream requires it and ignores it
+    L_layers: int = Field(gt=0)  # blocks of the single network
+    halt_max_steps: int = Field(gt=0)
+    halt_exploration_prob: float = Field(ge=0, le=1)
+    mlp_t: bool = False  # SwiGLU across tokens instead of attention (the paper's Sudoku variant)
+    puzzle_emb_len: int = Field(default=16, ge=0)  # prefix positions; 0: ceil(puzzle_emb_ndim / hidden_size)
+    no_ACT_continue: bool = True  # halt on q_halt > 0; False: q_halt > q_continue with a bootstrapped target
+
+    @model_validator(mode="after")
+    def _prefix_fits(self) -> TRMConfig:
+        if self.puzzle_emb_ndim == 0 and self.puzzle_emb_len > 0:
+            raise ValueError(
+                f"puzzle_emb_len={self.puzzle_emb_len} needs a puzzle embedding but puzzle_emb_ndim=0; "
+                "set puzzle_emb_len=0 or puzzle_emb_ndim > 0"
+            )
+        if self.puzzle_emb_len and self.puzzle_emb_ndim > self.puzzle_emb_len * self.hidden_size:
+            raise ValueError(
+                f"puzzle_emb_ndim={self.puzzle_emb_ndim} does not fit in puzzle_emb_len={self.puzzle_emb_len} "
+                f"positions of hidden_size={self.hidden_size}; raise puzzle_emb_len or set it to 0 (automatic)"
+            )
+        return self
+
+    @property
+    def prefix_len(self) -> int:
+        return self.puzzle_emb_len or super().prefix_len
+
+
+class TRM(RecursiveCore):
+    def __init__(
+        self,
+        config: TRMConfig,
+        *,
+        vocab_size: int,
+        seq_len: int,
+        num_puzzle_identifiers: int,
+        batch_size: int,
+        forward_dtype: torch.dtype,
+    ) -> None:
+        super().__init__(
+            **config.core_kwargs(),
+            vocab_size=vocab_size,
+            seq_len=seq_len,
+            num_puzzle_identifiers=num_puzzle_identifiers,
+            batch_size=batch_size,
+            forward_dtype=forward_dtype,
+            halt_max_steps=config.halt_max_steps,
+            halt_exploration_prob=config.halt_exploration_prob,
+        )
+        self.config = config
+        self.halt_rule = "q_halt>0" if config.no_ACT_continue else "q_halt>q_continue"
+        self.bootstrap_q = not config.no_ACT_continue
+        mlp_t_len = seq_len + config.prefix_len if config.mlp_t else None
+        self.L_level = make_blocks(config.L_layers, **config.block_kwargs(), mlp_t_len=mlp_t_len)
+        self.H_init = init_state(config.hidden_size, forward_dtype)
+        self.L_init = init_state(config.hidden_size, forward_dtype)
+
+    def empty_carry(self, batch_size: int, device: torch.device) -> InnerCarry:
+        shape = self.state_shape(batch_size)
+        return (
+            torch.empty(shape, dtype=self.forward_dtype, device=device),
+            torch.empty(shape, dtype=self.forward_dtype, device=device),
+        )
+
+    def reset_carry(self, reset: Tensor, carry: InnerCarry) -> InnerCarry:
+        z_H, z_L = carry
+        r = reset.view(-1, 1, 1)
+        return torch.where(r, self.H_init, z_H), torch.where(r, self.L_init, z_L)
+
+    def recur(self, carry: InnerCarry, x: Tensor) -> tuple[InnerCarry, Tensor]:
+        cos_sin = self.cos_sin()
+        z_H, z_L = carry
+        with torch.no_grad():
+            for _ in range(self.config.H_cycles - 1):
+                for _ in range(self.config.L_cycles):
+                    z_L = self.L_level(z_L, z_H + x, cos_sin)
+                z_H = self.L_level(z_H, z_L, cos_sin)
+        for _ in range(self.config.L_cycles):
+            z_L = self.L_level(z_L, z_H + x, cos_sin)
+        z_H = self.L_level(z_H, z_L, cos_sin)
+        return (z_H.detach(), z_L.detach()), z_H

@@ -1,0 +1,81 @@
+"""URM, the Universal Reasoning Model (URM: `models/urm/urm.py`): one hidden state looped through shared blocks.
+
+    no_grad:  repeat (H_cycles-1) * L_cycles times: h = blocks(h + x)
+    grad:     repeat L_cycles times:                h = blocks(h + x)      # truncated backprop through loops
+
+Blocks use ConvSwiGLU (a causal depthwise conv along tokens inside the MLP). `loops` is the ACT maximum; halting
+is q_halt > 0 with exploration probability 0.1, hard-coded upstream and here.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+from pydantic import Field
+from torch import Tensor, nn
+
+from arcpipe.models.layers import Block, CoreConfig, InnerCarry, RecursiveCore, init_state
+
+URM_EXPLORATION_PROB = 0.1  # upstream hard-codes it
+
+
+class URMConfig(CoreConfig):
+    name: Literal["urm"] = "urm"
+    num_layers: int = Field(gt=0)
+    loops: int = Field(gt=0)  # ACT steps (upstream's name for halt_max_steps)
+    H_cycles: int = Field(gt=0)
+    L_cycles: int = Field(gt=0)
+    pos_encodings: Literal["rope"] = "rope"  # upstream always builds RoPE
+
+
+class URM(RecursiveCore):
+    halt_rule = "q_halt>0"
+
+    def __init__(
+        self,
+        config: URMConfig,
+        *,
+        vocab_size: int,
+        seq_len: int,
+        num_puzzle_identifiers: int,
+        batch_size: int,
+        forward_dtype: torch.dtype,
+    ) -> None:
+        super().__init__(
+            **config.core_kwargs(),
+            vocab_size=vocab_size,
+            seq_len=seq_len,
+            num_puzzle_identifiers=num_puzzle_identifiers,
+            batch_size=batch_size,
+            forward_dtype=forward_dtype,
+            halt_max_steps=config.loops,
+            halt_exploration_prob=URM_EXPLORATION_PROB,
+        )
+        self.config = config
+        self.layers = nn.ModuleList(
+            Block(**config.block_kwargs(), mlp="conv_swiglu", dtype=forward_dtype) for _ in range(config.num_layers)
+        )
+        self.init_hidden = init_state(config.hidden_size, forward_dtype)
+
+    def empty_carry(self, batch_size: int, device: torch.device) -> InnerCarry:
+        return (torch.empty(self.state_shape(batch_size), dtype=self.forward_dtype, device=device),)
+
+    def reset_carry(self, reset: Tensor, carry: InnerCarry) -> InnerCarry:
+        return (torch.where(reset.view(-1, 1, 1), self.init_hidden, carry[0]),)
+
+    def recur(self, carry: InnerCarry, x: Tensor) -> tuple[InnerCarry, Tensor]:
+        cos_sin = self.cos_sin()
+        (h,) = carry
+        with torch.no_grad():
+            for _ in range((self.config.H_cycles - 1) * self.config.L_cycles):
+                h = self._loop(h, x, cos_sin)
+        for _ in range(self.config.L_cycles):
+            h = self._loop(h, x, cos_sin)
+        return (h.detach(),), h
+
+    def _loop(self, h: Tensor, x: Tensor, cos_sin: tuple[Tensor, Tensor] | None) -> Tensor:
+        h = h + x
+        for layer in self.layers:
+            h = layer(h, cos_sin)
+        return h
