@@ -2,6 +2,7 @@
 from snakemake.utils import validate
 
 from arcpipe.config import validate_config
+from arcpipe.launch import torchrun_launch as _torchrun_launch
 
 validate(config, "../config/schema.json")
 CFG = validate_config(config, source="config/config.yaml")
@@ -102,12 +103,6 @@ def runtime_for_run(wildcards):
 
 
 def torchrun_launch(wildcards):
-    """ "" for one process (CPU or one GPU, no process group), else a torchrun prefix with the run's shape."""
+    """"" for one process (CPU or one GPU, no process group), else a torchrun prefix with the run's shape."""
     run = CFG.runs[wildcards.run]
-    if run.nodes == 1 and run.gpus_per_node <= 1:
-        return ""
-    if run.nodes == 1:
-        return f"torchrun --standalone --nproc-per-node={run.gpus_per_node}"
-    raise NotImplementedError(
-        "TODO(#6): multi-node launch comes from the cluster profiles"
-    )
+    return _torchrun_launch(run.nodes, run.gpus_per_node)
