@@ -15,6 +15,7 @@ server. Everything (objects, pod logs, exit codes, the call log) lives under FAK
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -108,10 +109,8 @@ def _delete(args: list[str]) -> int:
                 continue
             return _error(f'Error from server (NotFound): jobs.batch "{name}" not found')
         for pid_file in _pod_dir(ns, name).glob("*.pid"):
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(int(pid_file.read_text()), signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         uid = json.loads(path.read_text())["metadata"]["uid"]
         path.unlink()
         # garbage collection of owned objects (the multi-node Service)
@@ -150,7 +149,9 @@ def _run_pod(ns: str, name: str, index: int) -> int:
         argv = ["timeout", "-k", "5", str(deadline), *argv]
     log_path = _pod_dir(ns, name) / f"{index}.log"
     with open(log_path, "w") as log:
-        code = subprocess.call(argv, env=env, cwd=container.get("workingDir"), stdout=log, stderr=log)
+        # volumes are not simulated: the jobscript's own `cd <workdir>` finds the shared directory
+        cwd = container.get("workingDir") if os.path.isdir(container.get("workingDir", "")) else None
+        code = subprocess.call(argv, env=env, cwd=cwd, stdout=log, stderr=log)
     return _finish(ns, name, index, code, "")
 
 

@@ -1,0 +1,64 @@
+"""Helpers shared by the cluster tests: the root gate, Snakemake under a timeout, the sentinel W&B key.
+
+Tests that bring up SLURM need root: they skip for a researcher without it, and fail instead of skipping when
+CI=true. Every Snakemake call goes through `snakemake()` (SIGINT after a timeout: on SIGTERM Snakemake waits for
+its jobs).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+FAKE_KUBECTL = Path(__file__).resolve().parent / "fake_kubectl.py"
+SENTINEL = "wandb-sentinel-7f3c9e1d5b"  # a fake W&B key: must never land in a file we render
+VENV_BIN = Path(sys.executable).parent
+
+
+def require_root() -> None:
+    """Skip without root, except under CI, where a skipped cluster test would hide a broken cluster path."""
+    if os.geteuid() == 0:
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail("cluster tests must run in CI, and they need root (SLURM daemons, packages)")
+    pytest.skip("needs root: brings up a throwaway SLURM on this machine")
+
+
+def snakemake(args: list[str], cwd: Path, env: dict[str, str], timeout_s: int) -> subprocess.CompletedProcess:
+    """`timeout -s INT -k 30 N snakemake ...`, output captured in cwd/snakemake.log."""
+    argv = ["timeout", "-s", "INT", "-k", "30", str(timeout_s), str(VENV_BIN / "snakemake"), *args]
+    with open(cwd / "snakemake.log", "w") as log:
+        done = subprocess.run(argv, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, check=False)
+    done.stdout = (cwd / "snakemake.log").read_text()
+    return done
+
+
+def base_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SNAKEMAKE", "SLURM_"))}
+    env["PATH"] = f"{VENV_BIN}:{env.get('PATH', '')}"
+    env.update(extra)
+    return env
+
+
+def write_runs(path: Path, runs: dict[str, dict], **extra: object) -> Path:
+    path.write_text(json.dumps({"runs": runs, **extra}))
+    return path
+
+
+def files_containing(root: Path, needle: str) -> list[Path]:
+    hits = []
+    for path in root.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            try:
+                if needle.encode() in path.read_bytes():
+                    hits.append(path)
+            except OSError:
+                continue
+    return hits

@@ -1,0 +1,160 @@
+"""profiles/ice end to end through Snakemake against the kubectl stand-in (tests/cluster/fake_kubectl.py).
+
+No real Kubernetes runs here: the stand-in runs each pod as a local process. What is real: Snakemake 9 with the
+cluster-generic executor and this profile, submit/status/cancel, the rendered Jobs, torchrun across 2 "pods".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from clusterlib import FIXTURES, ROOT, SENTINEL, files_containing, snakemake, write_runs
+from kubernetes.client import V1Job
+
+PROFILE = ROOT / "profiles/ice"
+pytestmark = pytest.mark.cluster
+
+
+def ice_args(configfile: Path) -> list[str]:
+    return [
+        "-s",
+        str(FIXTURES / "Snakefile"),
+        "--configfile",
+        str(configfile),
+        "--profile",
+        str(PROFILE),
+        "--workflow-profile",
+        str(ROOT / "profiles/default"),
+        "--latency-wait",
+        "10",
+    ]
+
+
+def kubectl(env: dict[str, str], *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(["kubectl", *args], env=env, input=stdin, capture_output=True, text=True, check=False)
+
+
+@pytest.mark.slow
+def test_cpu_multi_gpu_and_two_pod_jobs_run_through_api_hiccups(tmp_path: Path, fake_ice: dict) -> None:
+    runs = {
+        "cpu": {"nodes": 1, "gpus_per_node": 0},
+        "two": {"nodes": 1, "gpus_per_node": 2},
+        "multi": {"nodes": 2, "gpus_per_node": 1},
+        "bad": {"nodes": 1, "gpus_per_node": 0, "fail": True},  # fails; keep-going finishes the others
+    }
+    configfile = write_runs(tmp_path / "runs.json", runs)
+    env = {**fake_ice, "FAKE_KUBECTL_FAIL_EVERY": "3"}  # every third `kubectl get` fails like a flaky API
+    done = snakemake([*ice_args(configfile), "--retries", "0", "all"], tmp_path, env, timeout_s=400)
+    assert done.returncode == 1, done.stdout[-3000:]
+    assert done.stdout.count("Error in rule train") == 1 and "wildcards: run=bad" in done.stdout
+    assert not (tmp_path / "out/bad.json").exists()
+
+    two = json.loads((tmp_path / "out/two.json").read_text())
+    assert two["world_size"] == 2
+    multi = json.loads((tmp_path / "out/multi.json").read_text())
+    assert multi["world_size"] == 2 and multi["sum"] == 55 * (1 + 2)
+    assert sorted(p["pod_index"] for p in multi["procs"]) == ["0", "1"]  # one rank per pod
+    assert all(p["has_wandb_key"] for p in multi["procs"])  # the Secret reached the pods
+
+    state = Path(env["FAKE_KUBECTL_STATE"])
+    jobs = [json.loads(p.read_text()) for p in state.glob("arcpipe/job/*.json")]
+    assert len(jobs) == 5  # make_data + 4 training jobs
+    for job in jobs:
+        V1Job.model_validate(job)
+    indexed = [j for j in jobs if j["spec"].get("completionMode") == "Indexed"]
+    assert len(indexed) == 1 and len(list(state.glob("arcpipe/service/*.json"))) == 1
+    calls = (state / "calls.log").read_text()
+    assert '"get", "job"' in calls and int((state / "get-count").read_text()) >= 3  # hiccups did happen
+    # the key is in the driver's environment and in the Secret, never in what we rendered or wrote
+    assert files_containing(tmp_path, SENTINEL) == [tmp_path / "secrets.json"]
+
+
+def test_ctrl_c_cancels_running_jobs_without_waiting(tmp_path: Path, fake_ice: dict) -> None:
+    configfile = write_runs(tmp_path / "runs.json", {"slow": {"nodes": 2, "gpus_per_node": 0, "hang": True}})
+    argv = [str(Path(sys.executable).parent / "snakemake"), *ice_args(configfile), "all"]
+    log = open(tmp_path / "snakemake.log", "w")  # noqa: SIM115 - closed below, after the process ends
+    proc = subprocess.Popen(argv, cwd=tmp_path, env=fake_ice, stdout=log, stderr=subprocess.STDOUT)
+    pods = Path(fake_ice["FAKE_KUBECTL_STATE"]) / "arcpipe/pods"
+    try:
+        deadline = time.monotonic() + 240
+        while not list(pods.glob("smk-train-slow-*/1.log")) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert list(pods.glob("smk-train-slow-*/1.log")), (tmp_path / "snakemake.log").read_text()[-3000:]
+        pgids = [int(p.read_text()) for p in pods.glob("smk-train-slow-*/*.pid")]
+        time.sleep(3)  # both pods are inside the hanging rule
+        started = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+        assert time.monotonic() - started < 30
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        log.close()
+    jobs = Path(fake_ice["FAKE_KUBECTL_STATE"]) / "arcpipe/job"
+    for _ in range(50):  # cancel.py returns at once; the detached kubectl delete finishes just after
+        if not list(jobs.glob("smk-train-slow-*.json")):
+            break
+        time.sleep(0.1)
+    assert not list(jobs.glob("smk-train-slow-*.json")), "the Job was not deleted"
+    assert not list((Path(fake_ice["FAKE_KUBECTL_STATE"]) / "arcpipe/service").glob("*.json"))
+    for pgid in pgids:
+        with pytest.raises(ProcessLookupError):
+            os.killpg(pgid, 0)
+
+
+def test_status_survives_api_errors_and_reports_outcomes(fake_ice: dict) -> None:
+    status = [sys.executable, str(PROFILE / "status.py")]
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "deadline", "namespace": "arcpipe"},
+        "spec": {
+            "activeDeadlineSeconds": 1,
+            "template": {"spec": {"containers": [{"name": "c", "image": "x", "command": ["sleep", "30"]}]}},
+        },
+    }
+    assert kubectl(fake_ice, "create", "-f", "-", "-o", "json", stdin=json.dumps(job)).returncode == 0
+
+    def ask(job_id: str, **extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run([*status, job_id], env={**fake_ice, **extra}, capture_output=True, text=True)
+
+    first = ask("arcpipe/deadline")
+    assert (first.returncode, first.stdout) == (0, "running\n")
+    hiccup = ask("arcpipe/deadline", FAKE_KUBECTL_FAIL_EVERY="1")
+    assert (hiccup.returncode, hiccup.stdout) == (0, "running\n") and "Unable to connect" in hiccup.stderr
+    no_kubectl = ask("arcpipe/deadline", KUBECTL="/nonexistent/kubectl")
+    assert (no_kubectl.returncode, no_kubectl.stdout) == (0, "running\n")
+    for _ in range(100):  # activeDeadlineSeconds=1: the pod is killed, the Job fails
+        if ask("arcpipe/deadline").stdout == "failed\n":
+            break
+        time.sleep(0.1)
+    assert ask("arcpipe/deadline").stdout == "failed\n"
+    assert ask("arcpipe/never-existed").stdout == "failed\n"
+
+
+def test_cancel_returns_at_once_even_when_the_api_hangs(tmp_path: Path) -> None:
+    hanging = tmp_path / "kubectl"
+    pids = tmp_path / "pids"
+    hanging.write_text(f"#!/bin/sh\necho $$ >> {pids}\nexec sleep 30\n")
+    hanging.chmod(0o755)
+    started = time.monotonic()
+    subprocess.run(
+        [sys.executable, str(PROFILE / "cancel.py"), "arcpipe/a", "arcpipe/b", "other/c"],
+        env={**os.environ, "KUBECTL": str(hanging)},
+        check=True,
+        timeout=2,  # Snakemake's own limit for the cancel command
+    )
+    assert time.monotonic() - started < 1.5
+    for _ in range(50):  # the detached stand-ins: one per namespace, still "deleting"
+        if pids.exists() and len(pids.read_text().split()) == 2:
+            break
+        time.sleep(0.05)
+    for pid in pids.read_text().split():
+        os.kill(int(pid), signal.SIGKILL)
