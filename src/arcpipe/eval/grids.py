@@ -193,23 +193,25 @@ def _crop_shapes(tokens: np.ndarray) -> np.ndarray:
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _source(s: int, a: int, b: int, h: int, w: int) -> tuple[int, int]:
-    # cell (a, b) of D_s(A) for an (h, w) grid A, as a cell of A (numpy's rot90 turns counter-clockwise)
+def _walk(s: int, h: int, w: int) -> tuple[int, int, int]:
+    # D_s(A)[a, b] = A[r, c] with r * CANVAS + c = start + a * step_a + b * step_b, for an (h, w) grid A on the
+    # canvas (numpy's rot90 turns counter-clockwise; 7 is fliplr(rot90(A)), the anti-transpose)
+    last_row, last_col = (h - 1) * CANVAS, w - 1
     if s == 0:
-        return a, b
-    if s == 1:  # rot90 k=1: (w, h)
-        return b, w - 1 - a
-    if s == 2:  # rot90 k=2
-        return h - 1 - a, w - 1 - b
-    if s == 3:  # rot90 k=3: (w, h)
-        return h - 1 - b, a
-    if s == 4:  # fliplr
-        return a, w - 1 - b
-    if s == 5:  # flipud
-        return h - 1 - a, b
-    if s == 6:  # transpose
-        return b, a
-    return h - 1 - b, w - 1 - a  # 7: fliplr(rot90(A)), the anti-transpose
+        return 0, CANVAS, 1
+    if s == 1:  # rot90 k=1: A[b, w-1-a]
+        return last_col, -1, CANVAS
+    if s == 2:  # rot90 k=2: A[h-1-a, w-1-b]
+        return last_row + last_col, -CANVAS, -1
+    if s == 3:  # rot90 k=3: A[h-1-b, a]
+        return last_row, 1, -CANVAS
+    if s == 4:  # fliplr: A[a, w-1-b]
+        return last_col, CANVAS, -1
+    if s == 5:  # flipud: A[h-1-a, b]
+        return last_row, -CANVAS, 1
+    if s == 6:  # transpose: A[b, a]
+        return 0, 1, CANVAS
+    return last_row + last_col, -1, -CANVAS  # 7: A[h-1-b, w-1-a]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -226,14 +228,20 @@ def _invert_rows(
     for k in range(rows.shape[0]):
         i = rows[k]
         h, w = shapes[i, 0], shapes[i, 1]
+        if h == 0:
+            continue
         s = inverse[tids[i]]
         oh, ow = (w, h) if (s == 1 or s == 3 or s == 6 or s == 7) else (h, w)
-        base = offsets[k]
+        start, step_a, step_b = _walk(s, h, w)
         row = tokens[i]
+        colours = colour_inverse[i]
+        o = offsets[k]
         for a in range(oh):
-            for b in range(ow):
-                r, c = _source(s, a, b, h, w)
-                cells[base + a * ow + b] = colour_inverse[i, row[r * CANVAS + c] - COLOUR_OFFSET]
+            src = start + a * step_a
+            for _ in range(ow):
+                cells[o] = colours[row[src] - COLOUR_OFFSET]
+                o += 1
+                src += step_b
 
 
 @numba.njit(cache=True, nogil=True)
@@ -254,8 +262,9 @@ def _hash_grids(shapes: np.ndarray, offsets: np.ndarray, cells: np.ndarray) -> n
 def _gather(src_offsets: np.ndarray, src_cells: np.ndarray, index: np.ndarray, offsets: np.ndarray, cells: np.ndarray):
     for k in range(index.shape[0]):
         s = src_offsets[index[k]]
-        n = offsets[k + 1] - offsets[k]
-        cells[offsets[k] : offsets[k] + n] = src_cells[s : s + n]
+        for j in range(offsets[k], offsets[k + 1]):
+            cells[j] = src_cells[s]
+            s += 1
 
 
 @numba.njit(cache=True, nogil=True, inline="always")

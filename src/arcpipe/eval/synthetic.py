@@ -44,12 +44,14 @@ def synthetic_predictions(
     p_correct: float = 0.5,
     p_corrupt: float = 0.3,
     p_empty: float = 0.02,
+    solvable: float = 1.0,
 ) -> SyntheticPredictions:
     """Predictions for every test pair x (original + num_aug augmentations), rows in puzzle order.
 
     Each task's augmentations are named as upstream names them, one puzzle id per (task, augmentation); every
     test pair of the task appears under each of its task's puzzle ids. The views depend on `seed` only, so sets
-    with the same seed and another `pred_seed` share identifiers (like evaluations of two checkpoints).
+    with the same seed and another `pred_seed` share identifiers (like evaluations of two checkpoints). A fraction
+    1 - `solvable` of the tasks never gets a right prediction.
     """
     rng = np.random.default_rng(seed)
     pred_rng = np.random.default_rng((seed, pred_seed))
@@ -59,6 +61,7 @@ def synthetic_predictions(
         views = [(0, np.arange(10))] + [
             (int(rng.integers(8)), np.concatenate([[0], rng.permutation(np.arange(1, 10))])) for _ in range(num_aug)
         ]
+        p_task = p_correct if pred_rng.random() < solvable else 0.0
         for v, (tid, colours) in enumerate(views):
             identifiers.append(task if v == 0 else f"{task}|||t{tid}|||{''.join(map(str, colours))}")
             pid = len(identifiers) - 1
@@ -66,7 +69,7 @@ def synthetic_predictions(
                 x = DIHEDRAL[tid](colours[np.array(pair["input"], dtype=np.uint8)]).astype(np.uint8)
                 y = DIHEDRAL[tid](colours[np.array(pair["output"], dtype=np.uint8)]).astype(np.uint8)
                 inputs.append(encode(x))
-                preds.append(_prediction(y, pred_rng, p_correct, p_corrupt, p_empty))
+                preds.append(_prediction(y, pred_rng, p_task, p_corrupt, p_empty))
                 ids.append(pid)
     return SyntheticPredictions(
         inputs=np.stack(inputs),

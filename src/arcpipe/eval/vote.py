@@ -30,7 +30,6 @@ from arcpipe.eval.passk import TestPuzzles
 log = logging.getLogger(__name__)
 
 SEPARATOR = "|||"  # TRM/URM name grammar: "<task>|||t<tid>|||<10 colour digits>" (upstream.md 1.8)
-IDENTITY_COLOURS = "0123456789"
 
 
 @dataclass(frozen=True)
@@ -83,7 +82,7 @@ def vote(
 
     # one parse per distinct puzzle, then per row by index: (U,) -> (N,)
     unique_ids, row_unique = np.unique(ids, return_inverse=True)
-    task_names, tids, colour_inverse = parse_identifiers([identifiers[i] for i in unique_ids])
+    task_names, tids, colour_inverse = parse_identifiers([identifiers[i] for i in unique_ids.tolist()])
     task_index = {name: t for t, name in enumerate(test.task_names)}
     unique_task = np.array([task_index.get(name, -1) for name in task_names], dtype=np.int64)
     unique_task[unique_ids == 0] = -1  # id 0 is the blank identifier of padding rows
@@ -140,27 +139,32 @@ def parse_identifiers(names: Sequence[str]) -> tuple[list[str], np.ndarray, np.n
     A name without "|||" is an original task (identity). Otherwise the first field is the task and the last two
     are "t<tid>" and the 10 colour digits, where digit c is the new colour of original colour c (upstream.md 1.8).
     """
-    tasks: list[str] = []
-    tids = np.zeros(len(names), dtype=np.int8)
-    digits: list[str] = []
-    bad: list[str] = []
-    for u, name in enumerate(names):
-        fields = name.split(SEPARATOR)
-        tasks.append(fields[0])
-        if len(fields) == 1:
-            digits.append(IDENTITY_COLOURS)
-            continue
-        tid, colours = fields[-2], fields[-1]
-        if len(fields) < 3 or tid[:1] != "t" or tid[1:] not in "01234567" or len(tid) != 2 or len(colours) != 10:
-            bad.append(name)
-            digits.append(IDENTITY_COLOURS)
-            continue
-        tids[u] = int(tid[1:])
-        digits.append(colours)
-    # (U, 10) new colour of each original colour; inverse by argsort, as upstream
-    forward = np.frombuffer("".join(digits).encode("ascii", "replace"), dtype=np.uint8).reshape(-1, 10) - ord("0")
-    not_permutation = np.flatnonzero((np.sort(forward, axis=1) != np.arange(10)).any(axis=1))
-    bad += [names[u] for u in not_permutation]
+    # the builder's names end in the fixed-width "|||t<d>|||<10 digits>": read every name's last 18 characters
+    # out of one joined buffer as a (U, 18) array; for a shorter name the window holds a newline and fails
+    suffix_len = len(SEPARATOR) * 2 + 12
+    joined = "\n".join(names)
+    encoded = joined.encode("utf-8")
+    if len(encoded) == len(joined):
+        chars = np.frombuffer(encoded, dtype=np.uint8)
+    else:  # non-ASCII names: one code point per element
+        chars = np.frombuffer(joined.encode("utf-32-le"), dtype=np.uint32)
+    chars = np.concatenate([np.full(suffix_len, ord("\n"), chars.dtype), chars])
+    ends = np.cumsum(np.fromiter(map(len, names), dtype=np.int64, count=len(names)) + 1) - 1
+    window = chars[ends[:, None] + np.arange(suffix_len)].astype(np.int64)  # (U, 18): the last 18 characters
+    digits = window - ord("0")
+    augmented = (
+        (window[:, 0:3] == ord("|")).all(1)
+        & (window[:, 3] == ord("t"))
+        & (window[:, 5:8] == ord("|")).all(1)
+        & (digits[:, 4] >= 0)
+        & (digits[:, 4] <= 7)
+        & ((digits[:, 8:] >= 0) & (digits[:, 8:] <= 9)).all(1)
+    )
+    forward = np.where(augmented[:, None], digits[:, 8:], np.arange(10))  # (U, 10) new colour of each colour
+    tids = np.where(augmented, digits[:, 4], 0).astype(np.int8)
+    tasks = [name[:-suffix_len] if aug else name for name, aug in zip(names, augmented.tolist(), strict=True)]
+    bad = [names[u] for u in np.flatnonzero((np.sort(forward, axis=1) != np.arange(10)).any(axis=1))]
+    bad += [task for task in set(tasks) if SEPARATOR in task]  # a separator anywhere else: not this grammar
     if bad:
         raise ArcpipeError(
             f"identifiers.json: {len(bad)} puzzle name(s) do not follow '<task>|||t<0-7>|||<permutation of "
