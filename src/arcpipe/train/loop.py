@@ -302,10 +302,7 @@ class Trainer:
             ):
                 log.info("%s: ignored (another config or beyond epoch %d)", path, until_epoch)
                 continue
-            if best is None or (pos["step"], pos["batch"]) > (
-                best[0]["position"]["step"],
-                best[0]["position"]["batch"],
-            ):
+            if best is None or _order(pos) > _order(best[0]["position"]):
                 best = (state, path)
         if best is not None:
             self._load(*best)
@@ -378,6 +375,12 @@ def train(
         return trainer.train_until(until_epoch, deadline)
     finally:
         distributed.teardown(trainer.env)
+
+
+def _order(position: dict[str, Any]) -> tuple[int, int, int]:
+    # a side checkpoint taken after a pass's last step and the boundary state after it share the step: the
+    # boundary is later (the next pass), so a boundary is never written twice
+    return position["step"], position["pass_index"], position["batch"]
 
 
 def _require_verified(data_dir: Path) -> None:
