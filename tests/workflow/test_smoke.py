@@ -1,0 +1,94 @@
+"""The workflow as researchers run it: `snakemake -n full` plans, `snakemake smoke` runs end to end on CPU.
+
+The smoke run uses a scratch working directory (the repository's Snakefile, a copy of its config), W&B in offline
+mode and a sentinel WANDB_API_KEY that must not appear in any file the run creates.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+SENTINEL = "arcpipe-sentinel-" + "0123456789abcdef" * 2
+BIN = Path(sys.executable).parent
+
+
+def _snakemake(workdir: Path, *args: str, env: dict | None = None, timeout: int = 900) -> subprocess.CompletedProcess:
+    cmd = [str(BIN / "snakemake"), "-s", str(ROOT / "Snakefile"), "--directory", str(workdir), *args]
+    full_env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", **(env or {})}
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full_env)
+
+
+def _workdir(tmp: Path, config: dict | None = None) -> Path:
+    (tmp / "config").mkdir(parents=True)
+    shutil.copy(ROOT / "config/schema.json", tmp / "config/schema.json")
+    raw = config or yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    (tmp / "config/config.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    return tmp
+
+
+def test_dry_run_of_full_plans_every_segment_without_touching_data(tmp_path):
+    work = _workdir(tmp_path)
+    started = time.monotonic()
+    proc = _snakemake(work, "-n", "full", "--quiet", "rules")
+    elapsed = time.monotonic() - started
+    assert proc.returncode == 0, proc.stderr
+    cfg = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    segments = sum(r["epochs"] // r["eval_interval"] for r in cfg["runs"].values() if r["target"] == "full")
+    assert f"train_segment{' ' * 8}{segments}" in proc.stdout.replace("\t", " ") or str(segments) in proc.stdout
+    assert not (work / "results").exists()
+    assert elapsed < 30
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess, float, list[Path]]:
+    work = _workdir(tmp_path_factory.mktemp("smoke"))
+    home = tmp_path_factory.mktemp("home")
+    tmpdir = tmp_path_factory.mktemp("tmpdir")
+    env = {"WANDB_API_KEY": SENTINEL, "WANDB_MODE": "offline", "HOME": str(home), "TMPDIR": str(tmpdir)}
+    started = time.monotonic()
+    proc = _snakemake(work, "smoke", env=env)
+    return work, proc, time.monotonic() - started, [work, home, tmpdir]
+
+
+def test_smoke_runs_end_to_end(smoke_run):
+    work, proc, elapsed, _ = smoke_run
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    verify = json.loads((work / "results/data/smoke/verify.json").read_text())
+    assert verify["ok"]
+    cfg = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    run = cfg["runs"]["smoke-trm"]
+    for epoch in range(run["eval_interval"], run["epochs"] + 1, run["eval_interval"]):
+        assert (work / f"results/runs/smoke-trm/ckpt/epoch_{epoch}.pt").stat().st_size > 0
+        lines = (work / f"results/runs/smoke-trm/metrics/epoch_{epoch}.jsonl").read_text().splitlines()
+        assert lines and all("train/lm_loss" in json.loads(line) for line in lines)
+    print(f"snakemake smoke took {elapsed:.0f} s")
+
+
+def test_smoke_rerun_has_nothing_to_do(smoke_run):
+    work, proc, _, _ = smoke_run
+    assert proc.returncode == 0
+    again = _snakemake(work, "-n", "smoke")
+    assert again.returncode == 0, again.stderr
+    assert "Nothing to be done" in again.stdout + again.stderr
+
+
+def test_api_key_appears_in_no_file_the_run_created(smoke_run):
+    _, proc, _, roots = smoke_run  # the work tree (results, logs, .snakemake, wandb), $HOME (.netrc), $TMPDIR
+    assert proc.returncode == 0
+    leaks = [
+        str(path)
+        for root in roots
+        for path in root.rglob("*")
+        if path.is_file() and SENTINEL.encode() in path.read_bytes()
+    ]
+    assert not leaks
