@@ -43,6 +43,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_data(stages)
     _add_train(stages)
     _add_config(stages)
+    _add_models(stages)
     return parser
 
 
@@ -218,6 +219,57 @@ def _config_schema(args: argparse.Namespace) -> int:
         args.output.write_text(text)
     else:
         sys.stdout.write(text)
+    return 0
+
+
+# --------------------------------------------------------------------------------------------------------------
+# models
+
+
+def _add_models(stages: argparse._SubParsersAction) -> None:
+    models = stages.add_parser("models", help="list architectures and presets with parameter counts")
+    models.add_argument("--vocab-size", type=int, default=12, help="vocabulary of the count (ARC: 12)")
+    models.set_defaults(handler=_models_list)
+
+    model = stages.add_parser("model", help="import or export upstream checkpoints")
+    verbs = model.add_subparsers(dest="verb", required=True, metavar="VERB")
+    imp = verbs.add_parser("import", help="convert an upstream TRM/HRM/URM checkpoint to arcpipe weights")
+    imp.add_argument("--arch", required=True, choices=["trm", "hrm", "urm", "transformer"])
+    imp.add_argument("checkpoint", type=Path, help="upstream step_N (TRM/HRM) or step_N.pt (URM)")
+    imp.add_argument("--config", type=Path, required=True, help="the all_config.yaml saved with it")
+    imp.add_argument("output", type=Path, help="arcpipe weights file to write")
+    imp.add_argument("--dataset", type=Path, help="the dataset it was trained on (records identifiers.json)")
+    imp.set_defaults(handler=_models_import)
+    exp = verbs.add_parser("export", help="write arcpipe weights in the upstream layout (+ all_config.yaml)")
+    exp.add_argument("checkpoint", type=Path)
+    exp.add_argument("output", type=Path)
+    exp.set_defaults(handler=_models_export)
+
+
+def _models_list(args: argparse.Namespace) -> int:
+    from arcpipe.models.registry import PRESETS, preset_parameter_count
+
+    print(f"{'arch':<12} {'preset':<8} {'parameters':>12}  settings (vocab {args.vocab_size}, seq_len 900)")
+    for arch, presets in PRESETS.items():
+        for name, fields in presets.items():
+            count = preset_parameter_count(arch, name, vocab_size=args.vocab_size)
+            settings = " ".join(f"{k}={v}" for k, v in fields.items())
+            print(f"{arch:<12} {name:<8} {count:>12,}  {settings}")
+    print("parameters exclude the puzzle-embedding table (a buffer: num_puzzle_identifiers x puzzle_emb_ndim)")
+    return 0
+
+
+def _models_import(args: argparse.Namespace) -> int:
+    from arcpipe.models.io import import_upstream
+
+    import_upstream(args.arch, args.checkpoint, args.config, args.output, args.dataset)
+    return 0
+
+
+def _models_export(args: argparse.Namespace) -> int:
+    from arcpipe.models.io import export_upstream
+
+    export_upstream(args.checkpoint, args.output)
     return 0
 
 

@@ -1,0 +1,415 @@
+"""Weights checkpoints: arcpipe's own format, and import/export of the upstream repositories' checkpoints.
+
+    arcpipe model import --arch trm CKPT --config all_config.yaml OUT.pt [--dataset results/data/arc1]
+    arcpipe model export OUT.pt step_N
+
+An arcpipe weights checkpoint is one `torch.save` dict, written to a temporary file and renamed:
+
+    {"format": "arcpipe-weights/1", "arcpipe_version", "arch", "arch_config": dict,
+     "dataset": {"vocab_size", "seq_len", "num_puzzle_identifiers"}, "identifiers_sha256": str | None,
+     "model": state dict with upstream's names (no `_orig_mod.`/`model.`/`inner.` prefix),
+     "run_config": dict | None, "config_hash": str | None, "step": int, "epoch": int, ...}
+
+The weights are the *evaluated* ones: EMA parameters (when EMA is on) plus the live puzzle embeddings and initial
+states (optim/ema.py). Tensors keep the dtype they were trained in (fp32 parameters; H_init/L_init and URM's conv
+in the forward dtype); loading casts them to the model built for the device.
+
+Upstream layouts (upstream.md 4.6): TRM and HRM save a bare state dict (`step_N`) whose keys are
+`_orig_mod.model.inner.<name>` (or `model.inner.<name>` without torch.compile); URM saves a dict with
+`model_state_dict`, `step`, optimizer and RNG states (`step_N.pt`). Import keeps tensors bit for bit, so import
+followed by export gives back the same tensors under the same keys.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+from torch import Tensor, nn
+
+import arcpipe
+from arcpipe.config import ArcpipeError
+from arcpipe.models.losses import ACTLossHead
+from arcpipe.models.registry import (
+    CONFIGS,
+    arch_config_from_dict,
+    build_model,
+    default_forward_dtype,
+    make_arch_config,
+)
+
+log = logging.getLogger(__name__)
+
+FORMAT = "arcpipe-weights/1"
+UPSTREAM_PREFIX = "_orig_mod.model.inner."  # the default upstream layout (compiled model)
+# upstream `arch.name` per arch, for the all_config.yaml written on export
+UPSTREAM_NAMES = {
+    "trm": "recursive_reasoning.trm@TinyRecursiveReasoningModel_ACTV1",
+    "hrm": "hrm.hrm_act_v1@HierarchicalReasoningModel_ACTV1",
+    "urm": "urm.urm@URM",
+    "transformer": "recursive_reasoning.transformers_baseline@Model_ACTV2",
+}
+# keys of an upstream `arch:` section that are not model fields (trainer keys URM's yaml puts there, etc.)
+_IGNORED_ARCH_KEYS = {
+    "name", "loss", "forward_dtype", "causal", "batch_size", "seq_len", "vocab_size", "num_puzzle_identifiers",
+    "profile", "eval_interval", "checkpoint_every_eval", "checkpoint_path", "ema", "ema_rate", "loop_deltas",
+    "attn_dropout", "mlp_dropout", "act_inference",
+}  # fmt: skip
+_LOW_PRECISION_KEYS = re.compile(r"(^|\.)(H_init|L_init|init_hidden|dwconv\.weight|dwconv\.bias)$")
+
+
+def save_weights(
+    path: str | Path,
+    head: nn.Module,
+    *,
+    arch: str,
+    arch_cfg: Any,
+    dataset: Any,
+    identifiers_sha256: str | None = None,
+    run_config: Mapping[str, Any] | None = None,
+    config_hash: str | None = None,
+    step: int = 0,
+    epoch: int = 0,
+    **extra: Any,
+) -> None:
+    """Write the weights of `head` (an ACTLossHead, compiled or not) with its metadata, atomically.
+
+    `dataset` is a mapping or an object (e.g. data.dataset.Metadata) with vocab_size, seq_len and
+    num_puzzle_identifiers.
+    """
+    state = {k: v.detach().cpu().clone() for k, v in core_of(head).state_dict().items()}
+    _write(
+        path,
+        {
+            "format": FORMAT,
+            "arcpipe_version": arcpipe.__version__ if hasattr(arcpipe, "__version__") else None,
+            "arch": arch,
+            "arch_config": arch_cfg.model_dump(mode="json"),
+            "dataset": _dataset_dict(dataset),
+            "identifiers_sha256": identifiers_sha256,
+            "model": state,
+            "run_config": dict(run_config) if run_config is not None else None,
+            "config_hash": config_hash,
+            "step": int(step),
+            "epoch": int(epoch),
+            **extra,
+        },
+    )
+
+
+def read_weights(path: str | Path) -> dict[str, Any]:
+    """The checkpoint dict of an arcpipe weights file, checked for format; clear errors for bad files."""
+    path = Path(path)
+    ckpt = _torch_load(path)
+    if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT:
+        found = ckpt.get("format") if isinstance(ckpt, dict) else type(ckpt).__name__
+        raise ArcpipeError(
+            f"{path}: not an arcpipe weights checkpoint (format {found!r}, expected {FORMAT!r}); "
+            "for an upstream checkpoint run `arcpipe model import` first"
+        )
+    return ckpt
+
+
+def load_weights(
+    path: str | Path,
+    device: torch.device | str,
+    *,
+    forward_dtype: torch.dtype | None = None,
+    batch_size: int = 1,
+) -> tuple[ACTLossHead, dict[str, Any]]:
+    """Build the model a checkpoint describes on `device` and load its weights; returns (head, metadata).
+
+    The head is in eval mode. `batch_size` only sizes the training buffer of the puzzle embedding.
+    """
+    path = Path(path)
+    ckpt = read_weights(path)
+    cfg = arch_config_from_dict(ckpt["arch_config"])
+    head = build_model(cfg, **ckpt["dataset"], batch_size=batch_size, device=device, forward_dtype=forward_dtype)
+    load_state(core_of(head), ckpt["model"], source=path)
+    head.eval()
+    return head, {k: v for k, v in ckpt.items() if k != "model"}
+
+
+def load_state(core: nn.Module, state: Mapping[str, Tensor], *, source: str | Path) -> None:
+    """load_state_dict with an error that names the file and the first missing/unexpected/mis-shaped keys."""
+    expected = core.state_dict()
+    check_keys(expected, state, source=source)
+    core.load_state_dict(dict(state), strict=True)  # copies cast to each tensor's dtype (e.g. bf16 -> fp32 on CPU)
+
+
+def check_keys(expected: Mapping[str, Tensor], got: Mapping[str, Tensor], *, source: str | Path) -> None:
+    missing = [k for k in expected if k not in got]
+    unexpected = [k for k in got if k not in expected]
+    shapes = [
+        f"{k} {list(got[k].shape)} != {list(v.shape)}"
+        for k, v in expected.items()
+        if k in got and tuple(got[k].shape) != tuple(v.shape)
+    ]
+    if missing or unexpected or shapes:
+        parts = []
+        if missing:
+            parts.append(f"{len(missing)} missing (first: {', '.join(missing[:5])})")
+        if unexpected:
+            parts.append(f"{len(unexpected)} unexpected (first: {', '.join(unexpected[:5])})")
+        if shapes:
+            parts.append(f"{len(shapes)} with other shapes (first: {'; '.join(shapes[:3])})")
+        raise ArcpipeError(
+            f"{source}: weights do not match the model: {'; '.join(parts)}; check --arch and the config it was "
+            "trained with"
+        )
+
+
+def check_identifiers(meta: Mapping[str, Any], dataset_sha256: str, *, source: str | Path, dataset: str | Path) -> None:
+    """Refuse a dataset whose identifiers.json differs from the one the checkpoint was trained with."""
+    recorded = meta.get("identifiers_sha256")
+    if recorded is None:
+        log.warning("%s records no identifiers.json hash; cannot check it against %s", source, dataset)
+    elif recorded != dataset_sha256:
+        raise ArcpipeError(
+            f"{source}: trained with identifiers.json sha256 {recorded[:12]}..., but {dataset} has "
+            f"{dataset_sha256[:12]}...: puzzle-embedding rows belong to identifiers; use the dataset it was trained on"
+        )
+
+
+def import_upstream(
+    arch: str,
+    ckpt_path: str | Path,
+    config_path: str | Path,
+    out_path: str | Path,
+    dataset_dir: str | Path | None = None,
+) -> dict[str, Any]:
+    """Convert an upstream checkpoint plus its `all_config.yaml` to an arcpipe weights checkpoint at out_path.
+
+    TRM/HRM: a bare state dict, with or without `_orig_mod.`; URM: the dict form. With `dataset_dir`, the
+    checkpoint records that dataset's identifiers.json sha256 and its sizes; a different number of puzzle ids is
+    handled as upstream's loader does (every row becomes the mean embedding) with a warning. Returns the metadata.
+    """
+    ckpt_path, config_path = Path(ckpt_path), Path(config_path)
+    if arch not in CONFIGS:
+        raise ArcpipeError(f"model import: unknown --arch {arch!r}; choose one of {', '.join(CONFIGS)}")
+    upstream_cfg = _read_yaml(config_path)
+    arch_cfg = _arch_config_from_upstream(arch, upstream_cfg, config_path)
+
+    raw = _torch_load(ckpt_path)
+    if isinstance(raw, dict) and "model_state_dict" in raw:
+        layout, flat, step = "urm-dict", raw["model_state_dict"], int(raw.get("step", 0))
+    elif isinstance(raw, dict) and raw and all(isinstance(v, Tensor) for v in raw.values()):
+        match = re.search(r"step_(\d+)", ckpt_path.name)
+        layout, flat, step = "state-dict", raw, int(match.group(1)) if match else 0
+    else:
+        raise ArcpipeError(
+            f"{ckpt_path}: not an upstream checkpoint (expected a state dict of tensors, or URM's dict with "
+            "model_state_dict)"
+        )
+    prefix = _common_prefix(flat)
+    state = {k.removeprefix(prefix): v for k, v in flat.items()}
+
+    emb = state.get("puzzle_emb.weights")
+    vocab = state["embed_tokens.embedding_weight"].shape[0] if "embed_tokens.embedding_weight" in state else 12
+    dataset = {"vocab_size": vocab, "seq_len": 900, "num_puzzle_identifiers": emb.shape[0] if emb is not None else 1}
+    identifiers = None
+    if dataset_dir is not None:
+        from arcpipe.data.dataset import identifiers_sha256, load_split
+
+        meta = load_split(dataset_dir, "train").metadata
+        dataset = {k: getattr(meta, k) for k in ("vocab_size", "seq_len", "num_puzzle_identifiers")}
+        identifiers = identifiers_sha256(dataset_dir)
+        if emb is not None and emb.shape[0] != meta.num_puzzle_identifiers:
+            log.warning(
+                "%s: puzzle_emb.weights has %d rows but %s has %d identifiers: every row starts from the mean "
+                "embedding (upstream's rule for fine-tuning on other puzzles)",
+                ckpt_path,
+                emb.shape[0],
+                dataset_dir,
+                meta.num_puzzle_identifiers,
+            )
+            state["puzzle_emb.weights"] = emb.mean(0, keepdim=True).expand(meta.num_puzzle_identifiers, -1).clone()
+    else:
+        log.info("%s: no --dataset given: seq_len 900 assumed and no identifiers.json hash recorded", ckpt_path)
+
+    expected = core_of(
+        build_model(arch_cfg, **dataset, batch_size=1, device="meta", forward_dtype=torch.bfloat16)
+    ).state_dict()
+    check_keys(expected, state, source=ckpt_path)
+
+    run_config = dict(upstream_cfg)
+    accum = int(upstream_cfg.get("grad_accum_steps", 1) or 1)
+    if layout == "urm-dict" or arch == "urm":
+        # URM's global_batch_size is one micro-batch; arcpipe's always means examples per optimizer step
+        run_config["global_batch_size"] = int(upstream_cfg.get("global_batch_size", 0)) * accum
+        run_config["upstream_global_batch_size"] = upstream_cfg.get("global_batch_size")
+    meta_out = {
+        "arch": arch,
+        "arch_config": arch_cfg.model_dump(mode="json"),
+        "dataset": dataset,
+        "identifiers_sha256": identifiers,
+        "run_config": run_config,
+        "config_hash": None,
+        "step": step,
+        "epoch": 0,
+        "imported_from": {
+            "checkpoint": ckpt_path.name,
+            "layout": layout,
+            "prefix": prefix,
+            "forward_dtype": upstream_cfg.get("arch", {}).get("forward_dtype", "bfloat16"),
+            "ema": bool(upstream_cfg.get("ema", False)),  # TRM/URM saved the EMA copy when it was on
+        },
+    }
+    _write(out_path, {"format": FORMAT, "arcpipe_version": getattr(arcpipe, "__version__", None), **meta_out,
+                      "model": state})  # fmt: skip
+    log.info("imported %s (%s, step %d) -> %s", ckpt_path, layout, step, out_path)
+    return meta_out
+
+
+def export_upstream(ckpt: str | Path, out: str | Path) -> Path:
+    """Write an arcpipe weights checkpoint in the upstream layout, plus `all_config.yaml` beside it.
+
+    TRM/HRM/transformer: a bare state dict; URM: its dict form. Keys get the prefix the checkpoint was imported
+    with (default `_orig_mod.model.inner.`); initial states and URM's conv go back to the upstream forward dtype.
+    """
+    ckpt, out = Path(ckpt), Path(out)
+    data = read_weights(ckpt)
+    imported = data.get("imported_from") or {}
+    prefix = imported.get("prefix", UPSTREAM_PREFIX)
+    low = getattr(torch, imported.get("forward_dtype", "bfloat16"))
+    state = {
+        prefix + k: (v.to(low) if _LOW_PRECISION_KEYS.search(k) and v.is_floating_point() else v)
+        for k, v in data["model"].items()
+    }
+    if data["arch"] == "urm":
+        payload: Any = {"step": data["step"], "model_state_dict": state, "optimizer_states": []}
+    else:
+        payload = state
+    _write(out, payload)
+    config_file = out.parent / "all_config.yaml"
+    if not config_file.exists():
+        config_file.write_text(yaml.safe_dump(_upstream_config(data), sort_keys=False))
+    log.info("exported %s -> %s (%s layout, prefix %r)", ckpt, out, data["arch"], prefix)
+    return out
+
+
+def core_of(head: nn.Module) -> nn.Module:
+    """The bare model (upstream's `inner`) inside an ACTLossHead, compiled or not."""
+    head = getattr(head, "_orig_mod", head)
+    return head.model.inner  # type: ignore[union-attr,return-value]
+
+
+def _arch_config_from_upstream(arch: str, cfg: Mapping[str, Any], source: Path) -> Any:
+    section = cfg.get("arch")
+    if not isinstance(section, Mapping):
+        raise ArcpipeError(f"{source}: no `arch:` section; pass the all_config.yaml saved next to the checkpoint")
+    fields = set(CONFIGS[arch].model_fields) - {"name"}
+    problems = []
+    if section.get("act_inference"):
+        problems.append("act_inference=True (arcpipe always runs the full halt_max_steps at evaluation)")
+    for key in ("attn_dropout", "mlp_dropout"):
+        if section.get(key):
+            problems.append(f"{key}={section[key]} (unused upstream and not supported)")
+    if problems:
+        raise ArcpipeError(f"{source}: unsupported arch settings: {'; '.join(problems)}")
+    values = {k: v for k, v in section.items() if k in fields}
+    dropped = sorted(set(section) - fields - _IGNORED_ARCH_KEYS)
+    if dropped:
+        log.warning("%s: arch keys that are not %s fields are ignored: %s", source, arch, ", ".join(dropped))
+    loss = section.get("loss") or {}
+    if isinstance(loss, Mapping) and "loss_type" in loss:
+        values["loss_type"] = loss["loss_type"]
+    values.setdefault("puzzle_emb_ndim", 0)  # upstream's class default (its yamls always set it)
+    try:
+        # required upstream fields are in the file; the `arc` preset only fills fields with upstream class defaults
+        return make_arch_config(arch, "arc", values)
+    except ValueError as err:
+        raise ArcpipeError(f"{source}: {err}") from None
+
+
+def _upstream_config(data: Mapping[str, Any]) -> dict[str, Any]:
+    arch_cfg = {k: v for k, v in data["arch_config"].items() if k not in ("name", "loss_type")}
+    forward_dtype = (data.get("imported_from") or {}).get("forward_dtype", "bfloat16")
+    arch_section = {
+        "name": UPSTREAM_NAMES[data["arch"]],
+        "loss": {"name": "losses@ACTLossHead", "loss_type": data["arch_config"]["loss_type"]},
+        **arch_cfg,
+    }
+    if data["arch"] != "urm":
+        arch_section["forward_dtype"] = forward_dtype
+    run = dict(data.get("run_config") or {})
+    out = {k: v for k, v in run.items() if k not in ("arch", "upstream_global_batch_size")}
+    if "upstream_global_batch_size" in run:
+        out["global_batch_size"] = run["upstream_global_batch_size"]
+    return {"arch": arch_section, **out}
+
+
+def _common_prefix(state: Mapping[str, Tensor]) -> str:
+    """The wrapper prefix of upstream keys: `_orig_mod.`, then `model.` and `inner.` where every key has it."""
+    prefix = ""
+    for part in ("_orig_mod.", "model.", "inner."):
+        if state and all(k.startswith(prefix + part) for k in state):
+            prefix += part
+    return prefix
+
+
+def _dataset_dict(dataset: Any) -> dict[str, int]:
+    keys = ("vocab_size", "seq_len", "num_puzzle_identifiers")
+    if isinstance(dataset, Mapping):
+        return {k: int(dataset[k]) for k in keys}
+    return {k: int(getattr(dataset, k)) for k in keys}
+
+
+def _torch_load(path: Path) -> Any:
+    if not path.is_file():
+        raise ArcpipeError(f"{path}: no such checkpoint file")
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True, mmap=False)
+    except (RuntimeError, EOFError, OSError, ValueError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ArcpipeError(
+            f"{path}: cannot read the checkpoint (truncated or corrupt? {first}); copy it again or rerun the step "
+            "that wrote it"
+        ) from None
+    except Exception as err:  # the unpickler raises assorted types on garbage input
+        if type(err).__module__.startswith("pickle") or "pickle" in type(err).__name__.lower():
+            raise ArcpipeError(f"{path}: cannot read the checkpoint (not a torch file: {err})") from None
+        raise
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as err:
+        raise ArcpipeError(f"{path}: cannot read config ({err.strerror})") from None
+    except yaml.YAMLError as err:
+        raise ArcpipeError(f"{path}: not valid YAML ({err})") from None
+    if not isinstance(data, dict):
+        raise ArcpipeError(f"{path}: expected a mapping (upstream's all_config.yaml)")
+    return data
+
+
+def _write(path: str | Path, payload: Any) -> None:
+    """torch.save to a temporary file in the same directory, then rename: readers never see a partial file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        torch.save(payload, tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+__all__ = [
+    "FORMAT",
+    "check_identifiers",
+    "core_of",
+    "default_forward_dtype",
+    "export_upstream",
+    "import_upstream",
+    "load_weights",
+    "read_weights",
+    "save_weights",
+]
