@@ -272,6 +272,23 @@ def render_report(
     return written
 
 
+def render_workflow_report(
+    out_dir: str | Path,
+    config: Mapping[str, Any],
+    metrics_paths: Sequence[str | Path],
+    train_metrics_paths: Sequence[str | Path],
+    verify_paths: Sequence[str | Path],
+) -> list[Path]:
+    """`render_report` for the workflow: runs and main_k from the config, datasets from their verify.json paths."""
+    from arcpipe.config import WorkflowConfig
+
+    cfg = WorkflowConfig.model_validate(dict(config))
+    datasets = {Path(p).parent.name: Path(p).parent for p in verify_paths}  # results/data/<dataset>/verify.json
+    return render_report(
+        out_dir, metrics_paths, train_metrics_paths, datasets, runs_from_config(cfg), cfg.report.main_k
+    )
+
+
 def render_pooled(
     csv_path: str | Path, md_path: str | Path, votes_paths: Sequence[str | Path], ks: Sequence[int] | None = None
 ):
