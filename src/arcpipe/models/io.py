@@ -61,6 +61,16 @@ _IGNORED_ARCH_KEYS = {
     "profile", "eval_interval", "checkpoint_every_eval", "checkpoint_path", "ema", "ema_rate", "loop_deltas",
     "attn_dropout", "mlp_dropout", "act_inference",
 }  # fmt: skip
+# fields upstream's config classes require (no default there): an all_config.yaml must have them
+_REQUIRED = {
+    "trm": ("H_cycles", "L_cycles", "L_layers", "hidden_size", "expansion", "num_heads", "pos_encodings",
+            "halt_max_steps", "halt_exploration_prob"),
+    "hrm": ("H_cycles", "L_cycles", "H_layers", "L_layers", "hidden_size", "expansion", "num_heads",
+            "pos_encodings", "halt_max_steps", "halt_exploration_prob"),
+    "urm": ("num_layers", "hidden_size", "expansion", "num_heads", "pos_encodings", "loops", "L_cycles", "H_cycles"),
+    "transformer": ("H_layers", "hidden_size", "expansion", "num_heads", "pos_encodings", "halt_max_steps",
+                    "halt_exploration_prob"),
+}  # fmt: skip
 _LOW_PRECISION_KEYS = re.compile(r"(^|\.)(H_init|L_init|init_hidden|dwconv\.weight|dwconv\.bias)$")
 
 
@@ -193,6 +203,8 @@ def import_upstream(
     ckpt_path, config_path = Path(ckpt_path), Path(config_path)
     if arch not in CONFIGS:
         raise ArcpipeError(f"model import: unknown --arch {arch!r}; choose one of {', '.join(CONFIGS)}")
+    if not ckpt_path.is_file():
+        raise ArcpipeError(f"{ckpt_path}: no such checkpoint file")
     upstream_cfg = _read_yaml(config_path)
     arch_cfg = _arch_config_from_upstream(arch, upstream_cfg, config_path)
 
@@ -306,6 +318,9 @@ def _arch_config_from_upstream(arch: str, cfg: Mapping[str, Any], source: Path) 
         raise ArcpipeError(f"{source}: no `arch:` section; pass the all_config.yaml saved next to the checkpoint")
     fields = set(CONFIGS[arch].model_fields) - {"name"}
     problems = []
+    missing = [k for k in _REQUIRED[arch] if k not in section]
+    if missing:
+        problems.append(f"arch.{', arch.'.join(missing)} missing (is this the config of a {arch} run?)")
     if section.get("act_inference"):
         problems.append("act_inference=True (arcpipe always runs the full halt_max_steps at evaluation)")
     for key in ("attn_dropout", "mlp_dropout"):
