@@ -30,7 +30,7 @@ import re
 import shlex
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +85,8 @@ def job_resources(nodes: int, gpus_per_node: int) -> dict[str, int | str | None]
       multi-node, where `--gpus` would turn `tasks` into `--ntasks-per-gpu` in the slurm plugin.
     * `nodes`, `gpus_per_node`: the shape; ICE's submit.py renders one pod per node with
       `nvidia.com/gpu: gpus_per_node`.
+    * `mem_mb`, `shm_mb`: per node (SLURM `--mem`; ICE memory limit = mem_mb + shm_mb, /dev/shm = shm_mb),
+      growing with the GPUs on the node: one DataLoader and model replica per GPU process.
     * `tasks`, `mpi`, `slurm_extra`: multi-node SLURM only. `mpi` makes the jobstep run the rule's shell in the
       batch script (no srun wrapper) so `srun` in the launch prefix starts one task per node;
       `--gpus-per-node` asks for the GPUs. They override a profile's `slurm_extra` for these jobs.
@@ -94,6 +96,8 @@ def job_resources(nodes: int, gpus_per_node: int) -> dict[str, int | str | None]
         "gpu": gpus_per_node if nodes == 1 else 0,
         "nodes": nodes,
         "gpus_per_node": gpus_per_node,
+        "mem_mb": 8000 + 16000 * gpus_per_node,
+        "shm_mb": 1000 + 4000 * gpus_per_node,
         "tasks": None,
         "mpi": None,
         "slurm_extra": None,
@@ -157,12 +161,26 @@ def main(argv: Sequence[str] | None = None) -> None:
         parser.error("give the command to launch after --")
     logging.basicConfig(level=logging.INFO, format="arcpipe.launch: %(message)s")
     argv_out = launch_command(args.nodes, args.gpus_per_node, command)
-    log.info("%s", shlex.join(argv_out))
     if args.dry_run:
         print(shlex.join(argv_out))
         return
+    _separate_follower_log(os.environ)
+    log.info("%s", shlex.join(argv_out))
     sys.stdout.flush()
     os.execvp(argv_out[0], argv_out)  # the launcher takes our PID: signals from the scheduler reach it
+
+
+def _separate_follower_log(env: Mapping[str, str]) -> None:
+    # every pod of an ICE Indexed Job runs the rule's shell, so all of them redirect into the same log file on
+    # the shared volume; pods other than 0 write beside it instead (<log>.pod<index>)
+    index = env.get("JOB_COMPLETION_INDEX", "0")
+    if detect_executor(dict(env)) != "ice" or index == "0" or not os.path.isfile("/proc/self/fd/1"):
+        return
+    target = os.readlink("/proc/self/fd/1")
+    fd = os.open(f"{target}.pod{index}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    for stream in (1, 2):
+        os.dup2(fd, stream)
+    os.close(fd)
 
 
 def _slurm_command(nodes: int, per_node: int, command: Sequence[str], env: dict[str, str]) -> list[str]:

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,11 +24,8 @@ def fake_ice(tmp_path: Path) -> Iterator[dict[str, str]]:
     env = base_env(FAKE_KUBECTL_STATE=str(state), FAKE_KUBECTL_SECRETS=str(secrets), WANDB_API_KEY=SENTINEL)
     env["PATH"] = f"{bin_dir}:{env['PATH']}"
     yield env
-    for pid_file in state.glob("*/pods/*/*.pid"):
-        try:
-            os.killpg(int(pid_file.read_text()), signal.SIGKILL)
-        except ProcessLookupError:
-            continue
+    # whatever the test did: no pod process outlives it
+    subprocess.run([sys.executable, str(FAKE_KUBECTL), "_kill-all"], env=env, check=False, capture_output=True)
 
 
 @pytest.fixture(scope="session")

@@ -15,7 +15,6 @@ server. Everything (objects, pod logs, exit codes, the call log) lives under FAK
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -29,6 +28,7 @@ from typing import Any
 
 STATE = Path(os.environ.get("FAKE_KUBECTL_STATE", "/tmp/fake-kubectl"))
 IMAGE_ENV = ("PATH", "HOME", "LANG", "TMPDIR", "VIRTUAL_ENV")
+MARKER = "FAKE_KUBECTL_POD"  # every process of a pod inherits it: how delete finds them all
 
 
 def main(argv: list[str]) -> int:
@@ -46,6 +46,9 @@ def main(argv: list[str]) -> int:
         return _delete(rest)
     if verb == "_pod":
         return _run_pod(rest[0], rest[1], int(rest[2]))
+    if verb == "_kill-all":  # test teardown: every pod process of this state directory
+        print(len(kill_pods("", "", prefix=True)))
+        return 0
     return _error(f'unknown command "{verb}" for "kubectl"')
 
 
@@ -108,9 +111,7 @@ def _delete(args: list[str]) -> int:
             if "--ignore-not-found" in args:
                 continue
             return _error(f'Error from server (NotFound): jobs.batch "{name}" not found')
-        for pid_file in _pod_dir(ns, name).glob("*.pid"):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(int(pid_file.read_text()), signal.SIGKILL)
+        kill_pods(ns, name)
         uid = json.loads(path.read_text())["metadata"]["uid"]
         path.unlink()
         # garbage collection of owned objects (the multi-node Service)
@@ -122,11 +123,31 @@ def _delete(args: list[str]) -> int:
     return 0
 
 
+def kill_pods(ns: str, name: str, prefix: bool = False) -> list[int]:
+    """SIGKILL every process of the Job's pods, as a container runtime would: found by the marker env var that
+    every descendant inherits (torchrun's workers start their own sessions, so process groups miss them).
+    prefix=True: every Job under this state directory whose namespace/name starts with ns/name."""
+    target = f"{STATE}/{ns}/{name}" if ns else f"{STATE}/"
+    marker = f"\0{MARKER}={target}".encode() + (b"" if prefix else b"\0")
+    killed = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if marker not in b"\0" + environ.read_bytes() + b"\0":
+                continue
+            pid = int(environ.parent.name)
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+        except (OSError, ValueError):
+            continue
+    return killed
+
+
 def _run_pod(ns: str, name: str, index: int) -> int:
     job = json.loads(_path(ns, "Job", name).read_text())
     spec, pod_spec = job["spec"], job["spec"]["template"]["spec"]
     container = pod_spec["containers"][0]
     env = {k: os.environ[k] for k in IMAGE_ENV if k in os.environ}
+    env[MARKER] = f"{STATE}/{ns}/{name}"
     secrets_file = os.environ.get("FAKE_KUBECTL_SECRETS")
     stored = json.loads(Path(secrets_file).read_text()) if secrets_file else {}
     for var in container.get("env", []):
@@ -144,14 +165,17 @@ def _run_pod(ns: str, name: str, index: int) -> int:
             env["ARCPIPE_MASTER_ADDR"] = "127.0.0.1"
             env["ARCPIPE_MASTER_PORT"] = str(_port_for(ns, name))
     argv = container["command"] + container.get("args", [])
-    deadline = spec.get("activeDeadlineSeconds")
-    if deadline:
-        argv = ["timeout", "-k", "5", str(deadline), *argv]
     log_path = _pod_dir(ns, name) / f"{index}.log"
     with open(log_path, "w") as log:
         # volumes are not simulated: the jobscript's own `cd <workdir>` finds the shared directory
         cwd = container.get("workingDir") if os.path.isdir(container.get("workingDir", "")) else None
-        code = subprocess.call(argv, env=env, cwd=cwd, stdout=log, stderr=log)
+        proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=log, stderr=log)
+        try:
+            code = proc.wait(timeout=spec.get("activeDeadlineSeconds"))
+        except subprocess.TimeoutExpired:  # the Job's deadline: Kubernetes kills its pods, the Job fails
+            kill_pods(ns, name)  # this wrapper does not carry the marker: it survives to record the failure
+            proc.wait()
+            code = 124
     return _finish(ns, name, index, code, "")
 
 

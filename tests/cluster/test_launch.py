@@ -48,6 +48,8 @@ def test_one_node_resources_ask_for_total_gpus_and_no_mpi() -> None:
         "gpu": 4,
         "nodes": 1,
         "gpus_per_node": 4,
+        "mem_mb": 72000,
+        "shm_mb": 17000,
         "tasks": None,
         "mpi": None,
         "slurm_extra": None,

@@ -1,0 +1,141 @@
+"""Static checks of the profiles, envs/ and the lab scripts, and the cluster plans of the real workflow.
+
+`snakemake -n full` through profiles/ice and profiles/slurm must plan the same jobs as a plain dry run, in under
+5 s, on a machine with neither cluster (no kubectl call, no SLURM needed for a dry run).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import time
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from clusterlib import ROOT, VENV_BIN, base_env
+
+PROFILES = ROOT / "profiles"
+PLATFORMS = ["ice", "slurm", "slurm-lab", "local"]
+GPU_KEYS = {"gpu", "gpus", "gpus_per_node", "nodes", "gres", "gpu_model", "tasks", "mpi"}
+
+
+def profile(name: str) -> dict[str, Any]:
+    return yaml.safe_load((PROFILES / name / "config.yaml").read_text())
+
+
+def test_workflow_profile_sets_only_shared_keys() -> None:
+    default = profile("default")
+    assert default["cores"] == "all"  # plain `snakemake smoke` needs it
+    forbidden = {"executor", "jobs", "default-resources", "resources", "profile"}
+    assert not forbidden & set(default), "these would replace the platform profile's keys"
+    assert not [k for k in default if k.startswith(("slurm-", "cluster-generic-", "kubernetes-"))]
+
+
+@pytest.mark.parametrize("name", [*PLATFORMS, "default"])
+def test_no_profile_sets_gpu_counts(name: str) -> None:
+    config = profile(name)
+    sections = [config.get("default-resources", {}), config.get("resources", {})]
+    sections += list((config.get("set-resources") or {}).values())
+    for section in sections:
+        assert not GPU_KEYS & set(section), f"profiles/{name}: GPU counts come from each run's config"
+    assert "--gpus" not in yaml.safe_dump(config) and "gres" not in yaml.safe_dump(config)
+
+
+def test_cluster_profiles_name_their_executor_and_the_ice_programs_are_executable() -> None:
+    assert profile("ice")["executor"] == "cluster-generic"
+    assert profile("slurm")["executor"] == profile("slurm-lab")["executor"] == "slurm"
+    for key in ("cluster-generic-submit-cmd", "cluster-generic-status-cmd", "cluster-generic-cancel-cmd"):
+        program = PROFILES / "ice" / profile("ice")[key]
+        assert program.is_file() and os.access(program, os.X_OK), program
+
+
+def test_slurm_status_command_is_not_left_to_sacct_without_accounting() -> None:
+    # the plugin falls back to sacct when MinJobAge < 3 x init seconds; without slurmdbd sacct hangs the run
+    lab = profile("slurm-lab")
+    assert lab["slurm-status-command"] == "squeue"
+    min_job_age = int(re.search(r"^MinJobAge=(\d+)$", (ROOT / "cluster/slurm/lab-up.sh").read_text(), re.M)[1])
+    assert min_job_age >= 3 * lab["slurm-init-seconds-before-status-checks"]
+    hpc = profile("slurm")
+    assert hpc["slurm-status-command"] == "squeue"
+    assert 3 * hpc["slurm-init-seconds-before-status-checks"] <= 300  # Slurm's default MinJobAge
+
+
+def test_conda_env_pins_what_pyproject_requires() -> None:
+    env = yaml.safe_load((ROOT / "envs/arcpipe.yaml").read_text())
+    assert env["channels"][-1] == "nodefaults"
+    conda = [d for d in env["dependencies"] if isinstance(d, str)]
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+    python = next(d for d in conda if d.startswith("python="))
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    floor = re.search(r">=\s*3\.(\d+)", pyproject["requires-python"])[1]
+    assert int(python.split("=")[1].split(".")[1]) >= int(floor)
+    pins = dict(line.split("==") for line in pip if "==" in line)
+    for requirement in pyproject["dependencies"]:
+        name = re.match(r"[A-Za-z0-9_.-]+", requirement)[0].lower()
+        assert name in pins, f"envs/arcpipe.yaml does not pin {name}"
+        exact = re.search(r"==\s*([\w.]+)", requirement)
+        if exact:
+            assert pins[name] == exact[1], f"{name}: pyproject pins {exact[1]}, envs/arcpipe.yaml {pins[name]}"
+    assert any(line.startswith("arcpipe @ ") for line in pip)
+
+
+def test_dockerfile_builds_the_kernels_for_a100_and_h100_with_kubectl() -> None:
+    text = (ROOT / "cluster/Dockerfile").read_text()
+    assert re.search(r'TORCH_CUDA_ARCH_LIST="8\.0;9\.0"', text)
+    assert "torch==2.13.0" in text and "flash-attn" in text and "adam-atan2" in text and "kubectl" in text
+
+
+def plan(args: list[str]) -> tuple[float, str]:
+    started = time.monotonic()
+    done = subprocess.run(
+        [str(VENV_BIN / "snakemake"), "-n", "full", *args],
+        cwd=ROOT,
+        env=base_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return time.monotonic() - started, done.stdout
+
+
+def job_stats(output: str) -> dict[str, int]:
+    table = output.split("Job stats:")[1].split("\n\n")[0]
+    return {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M)}
+
+
+@pytest.mark.skipif(not (ROOT / "Snakefile").exists(), reason="no workflow yet")
+@pytest.mark.parametrize("name", ["ice", "slurm"])
+def test_cluster_profiles_plan_every_full_job_in_under_5_seconds(name: str) -> None:
+    _, plain = plan([])
+    expected = job_stats(plain)
+    assert expected.get("train_segment", 0) > 0
+    seconds = []
+    for _ in range(2):  # the first run also warms the file cache
+        elapsed, out = plan(["--profile", f"profiles/{name}"])
+        assert job_stats(out) == expected
+        seconds.append(elapsed)
+    assert min(seconds) < 5, f"--profile profiles/{name}: {seconds} s"
+
+
+def test_install_profiles_links_them_where_snakemake_looks(tmp_path: Path) -> None:
+    env = base_env(HOME=str(tmp_path), XDG_CONFIG_HOME=str(tmp_path / "xdg"))
+    subprocess.run(["bash", str(ROOT / "cluster/install-profiles.sh")], env=env, check=True, capture_output=True)
+    for name in PLATFORMS:
+        assert (tmp_path / "xdg/snakemake" / name).resolve() == PROFILES / name
+    subprocess.run(["bash", str(ROOT / "cluster/install-profiles.sh"), "--remove"], env=env, check=True)
+    assert not list((tmp_path / "xdg/snakemake").iterdir())
+
+
+def test_profile_lookup_by_name_after_install(tmp_path: Path) -> None:
+    env = base_env(XDG_CONFIG_HOME=str(tmp_path / "xdg"))
+    subprocess.run(["bash", str(ROOT / "cluster/install-profiles.sh")], env=env, check=True, capture_output=True)
+    probe = "from snakemake.cli import get_profile_dir; import sys; print(get_profile_dir(sys.argv[1])[0].resolve())"
+    out = subprocess.run(
+        [str(VENV_BIN / "python"), "-c", probe, "ice"], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert out.stdout.strip() == str(PROFILES / "ice")
