@@ -44,6 +44,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_train(stages)
     _add_config(stages)
     _add_models(stages)
+    _add_eval(stages)
     return parser
 
 
@@ -133,6 +134,11 @@ def _data_verify(args: argparse.Namespace) -> int:
     from arcpipe.data.verify import verify_dataset
 
     report = verify_dataset(args.dataset_dir)
+    for failure in report["failures"]:
+        print(f"FAIL {failure}", file=sys.stderr)
+    for warning in report["warnings"]:
+        print(f"warn {warning}", file=sys.stderr)
+    print(f"{args.dataset_dir}: {'ok' if report['ok'] else 'FAILED'} ({args.dataset_dir / 'verify.json'})")
     return 0 if report["ok"] else 1
 
 
@@ -270,6 +276,53 @@ def _models_export(args: argparse.Namespace) -> int:
     from arcpipe.models.io import export_upstream
 
     export_upstream(args.checkpoint, args.output)
+    return 0
+
+
+# --------------------------------------------------------------------------------------------------------------
+# evaluate, predict, report
+
+
+def _add_eval(stages: argparse._SubParsersAction) -> None:
+    evaluate = stages.add_parser(
+        "evaluate", help="pass@K, submission.json and votes of one checkpoint on its dataset's test split"
+    )
+    evaluate.add_argument("checkpoint", type=Path, help="an arcpipe weights file, e.g. results/runs/R/ckpt/epoch_N.pt")
+    evaluate.add_argument("dataset", type=Path, help="the verified dataset it was trained with")
+    evaluate.add_argument("--out", type=Path, required=True, help="directory for metrics.json, submission.json, ...")
+    evaluate.add_argument("--config", type=Path, help="workflow or run config: its `evaluation:` section")
+    evaluate.add_argument("--quick", type=int, metavar="N", help="only the first N tasks of test_puzzles.json")
+    evaluate.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when available")
+    evaluate.set_defaults(handler=_eval_evaluate)
+
+    report = stages.add_parser("report", help="pass@K tables and plots from evaluation directories")
+    report.add_argument("--out", type=Path, required=True, help="directory for the tables and PNGs")
+    report.add_argument("--metrics", type=Path, nargs="*", default=[], help="results/eval/<run>/epoch_<N>/metrics.json")
+    report.add_argument("--train-metrics", type=Path, nargs="*", default=[], help="results/runs/<run>/metrics/*.jsonl")
+    report.add_argument("--votes", type=Path, nargs="*", default=[], help="votes.npz files for the pooled table")
+    report.add_argument("--config", type=Path, help="workflow config: runs (progress, published numbers), main K")
+    report.set_defaults(handler=_eval_report)
+
+
+def _eval_evaluate(args: argparse.Namespace) -> int:
+    from arcpipe.eval.predict import evaluate_checkpoint, load_evaluation_config
+
+    config = load_evaluation_config(args.config) if args.config else None
+    evaluate_checkpoint(args.checkpoint, args.dataset, args.out, config, quick=args.quick, device=args.device)
+    return 0
+
+
+def _eval_report(args: argparse.Namespace) -> int:
+    from arcpipe.config import load_config
+    from arcpipe.report.tables import render_pooled, render_report, runs_from_config
+
+    cfg = load_config(args.config) if args.config else None
+    runs = runs_from_config(cfg) if cfg else None
+    render_report(args.out, args.metrics, args.train_metrics, None, runs, cfg.report.main_k if cfg else 2)
+    if args.votes:
+        ks = cfg.evaluation.pass_ks if cfg else None
+        render_pooled(args.out / "pooled.csv", args.out / "pooled.md", args.votes, ks)
+    print(f"report written to {args.out}")
     return 0
 
 

