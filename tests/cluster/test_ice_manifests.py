@@ -160,3 +160,38 @@ def test_print_mode_shows_yaml_and_creates_nothing(tmp_path: Path) -> None:
         env={"PATH": "/nonexistent", "KUBECTL": "/nonexistent/kubectl"},
     )
     assert "kind: Job" in out.stdout and "nvidia.com/gpu: '2'" in out.stdout
+
+
+def test_every_example_manifest_in_cluster_ice_is_valid() -> None:
+    import yaml
+    from kubernetes.client import (
+        V1PersistentVolumeClaim,
+        V1Pod,
+        V1Role,
+        V1RoleBinding,
+        V1Secret,
+        V1ServiceAccount,
+    )
+
+    models = {
+        "Job": V1Job,
+        "Pod": V1Pod,
+        "ServiceAccount": V1ServiceAccount,
+        "Role": V1Role,
+        "RoleBinding": V1RoleBinding,
+        "PersistentVolumeClaim": V1PersistentVolumeClaim,
+        "Secret": V1Secret,
+    }
+    kinds = []
+    for path in sorted((ROOT / "cluster/ice").glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            parsed = models[doc["kind"]].model_validate(doc)
+            assert parsed.model_dump(by_alias=True, exclude_none=True, mode="json") == doc, path
+            kinds.append(doc["kind"])
+    assert sorted(set(kinds)) == sorted(models)
+    role = yaml.safe_load_all((ROOT / "cluster/ice/rbac.yaml").read_text())
+    rules = next(d for d in role if d["kind"] == "Role")["rules"]
+    jobs = next(r for r in rules if "jobs" in r["resources"])
+    assert {"create", "get", "delete"} <= set(jobs["verbs"])  # what submit.py, status.py, cancel.py call
+    services = next(r for r in rules if "services" in r["resources"])
+    assert {"create", "delete"} <= set(services["verbs"])
