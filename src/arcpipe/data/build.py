@@ -500,6 +500,7 @@ def _manifest(
         "config": cfg.model_dump(mode="json"),
         "sources": [{"subset": s.name, "num_tasks": len(s.tasks), "solved": s.solved, **s.origin} for s in subsets],
         "test_set": cfg.test_set,
+        "tasks": {s.name: list(s.tasks) for s in subsets},
         "prediction_only": not next(s.solved for s in subsets if s.name == cfg.test_set),
         "identifiers_sha256": hashlib.sha256((folder / "identifiers.json").read_bytes()).hexdigest(),
         "small_files_sha256": {name: hashlib.sha256((folder / name).read_bytes()).hexdigest() for name in small},
