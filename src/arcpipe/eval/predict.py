@@ -1,0 +1,280 @@
+"""Run a checkpoint over a dataset's test split and write its evaluation directory.
+
+    arcpipe evaluate results/runs/trm-smoke/ckpt/epoch_2.pt results/data/smoke --out results/eval/trm-smoke/epoch_2
+    torchrun --standalone --nproc-per-node 4 -m arcpipe evaluate CKPT DATASET --out DIR --config config.yaml
+
+Every test example runs the full halt_max_steps (eval mode), in batches, under `torch.no_grad()`: tensors made here
+are ordinary tensors, so nothing from an evaluation can break a later in-place update in training (upstream.md 5.7,
+item 2). Under torchrun each rank takes a contiguous shard of the examples; rank 0 gathers the predictions in
+global example order, so the result does not depend on the number of processes. A single process needs no
+process group (upstream.md 5.7, item 1).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from arcpipe.config import ArcpipeError, EvaluationConfig
+from arcpipe.eval.passk import load_test_puzzles
+from arcpipe.eval.results import evaluate_predictions, load_identifiers, write_results
+from arcpipe.eval.vote import parse_identifiers
+
+log = logging.getLogger(__name__)
+
+IGNORE_LABEL_ID = -100
+METRIC_KEYS = ("accuracy", "exact_accuracy", "q_halt_accuracy", "steps", "lm_loss", "q_halt_loss")
+
+
+@dataclass(frozen=True)
+class Predictions:
+    """The model's answers for some test examples, in global example order (rank 0 only after gathering)."""
+
+    rows: np.ndarray  # (N,) int64 example indices into the test split
+    preds: np.ndarray  # (N, seq_len) uint8 argmax tokens at the last ACT step
+    q_halt_logits: np.ndarray  # (N,) float32
+    metric_sums: dict[str, float]  # the loss head's metric sums over these examples (with "count")
+
+
+def evaluate_checkpoint(
+    checkpoint: str | Path,
+    dataset_dir: str | Path,
+    out_dir: str | Path,
+    config: EvaluationConfig | None = None,
+    quick: int | None = None,
+    device: str | None = None,
+) -> dict[str, Any] | None:
+    """Evaluate one checkpoint on its dataset's test split; rank 0 writes out_dir and returns the metrics.
+
+    quick: score only the first `quick` tasks of test_puzzles.json (a fixed subset, for fast feedback).
+    """
+    from arcpipe.data.dataset import identifiers_sha256, load_split
+    from arcpipe.models.io import check_identifiers, load_weights, read_weights
+    from arcpipe.train import distributed
+
+    start = time.perf_counter()
+    config = config or EvaluationConfig()
+    quick = quick or config.quick_puzzles
+    checkpoint, dataset_dir = Path(checkpoint), Path(dataset_dir)
+    want_gpu = (device or ("cuda" if torch.cuda.is_available() else "cpu")) != "cpu"
+    env = distributed.setup(None, gpus=1 if want_gpu else 0)
+    try:
+        check_verified(dataset_dir)
+        split = load_split(dataset_dir, "test")
+        meta = {k: v for k, v in read_weights(checkpoint).items() if k != "model"}
+        check_identifiers(meta, identifiers_sha256(dataset_dir), source=checkpoint, dataset=dataset_dir)
+        check_sizes(meta, split.metadata, checkpoint, dataset_dir)
+        test = load_test_puzzles(dataset_dir / "test_puzzles.json")
+        identifiers = load_identifiers(dataset_dir / "identifiers.json")
+        example_ids = np.repeat(split.puzzle_identifiers, np.diff(split.puzzle_indices)).astype(np.int64)
+        rows = np.arange(len(example_ids), dtype=np.int64)
+        if quick:
+            test = test.subset(test.task_names[:quick])
+            rows = rows_of_tasks(example_ids, identifiers, test.task_names)
+        # the global batch split over processes, but no larger than a process's share of the examples
+        local_batch = max(min(config.batch_size // env.world_size, -(-len(rows) // env.world_size)), 1)
+        head, _ = load_weights(checkpoint, env.device, batch_size=local_batch)
+        log.info(
+            "%s on %s: %d test examples (%d tasks), %d process(es), batch %d per process, device %s",
+            checkpoint, dataset_dir, len(rows), test.num_tasks, env.world_size, local_batch, env.device,
+        )  # fmt: skip
+        predictions = predict(head, split.inputs, split.labels, example_ids, rows, local_batch, env)
+        inference_s = time.perf_counter() - start
+        if env.rank != 0:
+            return None
+        assert predictions is not None
+        result = evaluate_predictions(
+            np.asarray(split.inputs[predictions.rows]),
+            predictions.preds,
+            example_ids[predictions.rows],
+            predictions.q_halt_logits,
+            identifiers,
+            test,
+            config.pass_ks,
+        )
+        sums = predictions.metric_sums
+        count = max(sums.get("count", 0.0), 1.0)
+        extra = {f"eval/{k}": sums[k] / count for k in METRIC_KEYS if k in sums}
+        extra["eval/examples_per_s"] = len(rows) / max(inference_s, 1e-9)
+        info = {
+            "checkpoint": str(checkpoint),
+            "dataset": str(dataset_dir),
+            "run": _run_name(checkpoint),
+            "arch": meta.get("arch"),
+            "quick_tasks": quick,
+            "processes": env.world_size,
+            "device": str(env.device),
+        }
+        metrics = write_results(
+            out_dir,
+            result,
+            step=meta.get("step"),
+            epoch=meta.get("epoch"),
+            wall_time_s=time.perf_counter() - start,
+            extra_metrics=extra,
+            info=info,
+        )
+        log.info("%s", ", ".join(f"pass@{k} {100 * result.scores.pass_at[k]:.2f}%" for k in result.scores.ks))
+        return metrics
+    finally:
+        distributed.barrier(env)
+        distributed.teardown(env)
+
+
+def predict(
+    head: torch.nn.Module,
+    inputs: np.ndarray,
+    labels: np.ndarray,
+    example_ids: np.ndarray,
+    rows: np.ndarray,
+    batch_size: int,
+    env: Any,
+) -> Predictions | None:
+    """Run `head` for the full halt_max_steps on `rows` of the split; rank 0 gets every rank's answers, in order.
+
+    inputs, labels: (N_ex, seq_len) uint8 tokens (labels PAD 0 -> ignored); example_ids: (N_ex,) puzzle id of each
+    example. Each rank takes the contiguous shard `rows[rank * S:(rank + 1) * S]`; the last batch of a shard is
+    padded with blank rows (puzzle id 0, labels ignored), as upstream's loader pads a short batch.
+    """
+    shard_size = -(-len(rows) // env.world_size)
+    mine = rows[env.rank * shard_size : (env.rank + 1) * shard_size]
+    seq_len = inputs.shape[1]
+    preds = torch.zeros((shard_size, seq_len), dtype=torch.uint8, device=env.device)
+    q_halt = torch.zeros(shard_size, dtype=torch.float32, device=env.device)
+    sums = torch.zeros(len(METRIC_KEYS) + 1, dtype=torch.float64, device=env.device)  # + count
+    was_training = head.training
+    head.eval()
+    try:
+        with torch.no_grad():
+            for start in range(0, len(mine), batch_size):
+                chunk = mine[start : start + batch_size]
+                batch = _batch(inputs, labels, example_ids, chunk, batch_size, env.device)
+                carry = head.initial_carry(batch)
+                while True:
+                    carry, _, metrics, outputs, all_halted = head(carry, batch, return_keys=("preds", "q_halt_logits"))
+                    if all_halted:
+                        break
+                n = len(chunk)
+                preds[start : start + n] = outputs["preds"][:n].to(torch.uint8)
+                q_halt[start : start + n] = outputs["q_halt_logits"][:n].float()
+                sums += torch.stack([metrics[k].double() for k in (*METRIC_KEYS, "count")])
+    finally:
+        head.train(was_training)
+    if env.world_size > 1:
+        preds, q_halt, sums = _gather_to_all(preds, q_halt, sums, env.world_size)
+    if env.rank != 0:
+        return None
+    n = len(rows)
+    totals = dict(zip((*METRIC_KEYS, "count"), sums.cpu().tolist(), strict=True))
+    return Predictions(rows, preds[:n].cpu().numpy(), q_halt[:n].cpu().numpy(), totals)
+
+
+def load_evaluation_config(path: str | Path) -> EvaluationConfig:
+    """The `evaluation:` section of a workflow or resolved run config (defaults where it has none)."""
+    import yaml
+    from pydantic import ValidationError
+
+    from arcpipe.config import format_validation_error
+
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as err:
+        raise ArcpipeError(f"{path}: cannot read config ({err})") from None
+    try:
+        return EvaluationConfig.model_validate(raw.get("evaluation") or {})
+    except ValidationError as err:
+        raise ArcpipeError(f"{path}: evaluation: {format_validation_error(err)}") from None
+
+
+def check_verified(dataset_dir: Path) -> None:
+    """Refuse a dataset without a passing verify.json (written by `arcpipe data verify`)."""
+    path = dataset_dir / "verify.json"
+    try:
+        report = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ArcpipeError(f"{path}: missing; run `arcpipe data verify {dataset_dir}` first") from None
+    except json.JSONDecodeError as err:
+        raise ArcpipeError(f"{path}: not valid JSON ({err.msg}); run `arcpipe data verify {dataset_dir}`") from None
+    if not report.get("ok"):
+        failures = report.get("failures") or []
+        first = f" (first: {failures[0]})" if failures else ""
+        raise ArcpipeError(f"{path}: the dataset failed verification{first}; rebuild it before evaluating")
+
+
+def check_sizes(meta: Mapping[str, Any], metadata: Any, checkpoint: Path, dataset_dir: Path) -> None:
+    """Refuse a checkpoint whose vocabulary, sequence length or puzzle-id count differs from the dataset's."""
+    trained = meta.get("dataset") or {}
+    problems = [
+        f"{key} {trained[key]} (checkpoint) != {getattr(metadata, key)} (dataset)"
+        for key in ("vocab_size", "seq_len", "num_puzzle_identifiers")
+        if key in trained and trained[key] != getattr(metadata, key)
+    ]
+    if problems:
+        raise ArcpipeError(
+            f"{checkpoint}: does not match {dataset_dir}: {'; '.join(problems)}; evaluate on the dataset it was "
+            "trained with"
+        )
+
+
+def rows_of_tasks(example_ids: np.ndarray, identifiers: Sequence[str], tasks: Sequence[str]) -> np.ndarray:
+    """(R,) indices of the examples whose puzzle belongs to one of `tasks`."""
+    unique, inverse = np.unique(example_ids, return_inverse=True)
+    names, _, _ = parse_identifiers([identifiers[i] for i in unique.tolist()])
+    wanted = set(tasks)
+    keep = np.array([name in wanted for name in names], dtype=bool)
+    return np.flatnonzero(keep[inverse]).astype(np.int64)
+
+
+# --------------------------------------------------------------------------------------------------------------
+
+
+def _batch(
+    inputs: np.ndarray,
+    labels: np.ndarray,
+    example_ids: np.ndarray,
+    rows: np.ndarray,
+    batch_size: int,
+    device: torch.device,
+) -> dict[str, torch.Tensor]:
+    # (B, L) int32; a short batch is padded with blank rows: id 0, inputs PAD, labels ignored
+    seq_len = inputs.shape[1]
+    x = np.zeros((batch_size, seq_len), dtype=np.int32)
+    y = np.full((batch_size, seq_len), IGNORE_LABEL_ID, dtype=np.int32)
+    ids = np.zeros(batch_size, dtype=np.int32)
+    n = len(rows)
+    x[:n] = inputs[rows]
+    label_rows = labels[rows].astype(np.int32)
+    y[:n] = np.where(label_rows == 0, IGNORE_LABEL_ID, label_rows)
+    ids[:n] = example_ids[rows]
+    return {
+        "inputs": torch.from_numpy(x).to(device),
+        "labels": torch.from_numpy(y).to(device),
+        "puzzle_identifiers": torch.from_numpy(ids).to(device),
+    }
+
+
+def _gather_to_all(
+    preds: torch.Tensor, q_halt: torch.Tensor, sums: torch.Tensor, world_size: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    # every shard has the same padded size, so all_gather works on NCCL and gloo alike; rank order = row order
+    all_preds = [torch.empty_like(preds) for _ in range(world_size)]
+    all_q = [torch.empty_like(q_halt) for _ in range(world_size)]
+    dist.all_gather(all_preds, preds)
+    dist.all_gather(all_q, q_halt)
+    dist.all_reduce(sums)
+    return torch.cat(all_preds), torch.cat(all_q), sums
+
+
+def _run_name(checkpoint: Path) -> str | None:
+    # results/runs/{run}/ckpt/epoch_{N}.pt
+    return checkpoint.parent.parent.name if checkpoint.parent.name == "ckpt" else None

@@ -1,0 +1,182 @@
+"""The inference runner on a tiny real dataset and an untrained tiny TRM: outputs, refusals, torchrun equivalence."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from arcpipe.cli import main
+from arcpipe.config import ArcpipeError, EvaluationConfig
+from arcpipe.data.dataset import identifiers_sha256, load_split
+from arcpipe.eval.predict import evaluate_checkpoint, predict
+from arcpipe.models.io import save_weights
+from arcpipe.models.registry import build_model, make_arch_config
+from arcpipe.optim import make_optimizers
+from arcpipe.train.distributed import DistEnv
+
+FILES = ["metrics.json", "per_puzzle.csv", "submission.json", "votes.npz"]
+CONFIG = EvaluationConfig(batch_size=4, pass_ks=[1, 2, 10])
+
+
+@pytest.fixture(autouse=True)
+def _one_thread() -> Iterator[None]:
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny matmuls on a shared 2-core machine
+    yield
+    torch.set_num_threads(before)
+
+
+def _head(split, seed: int = 0):
+    torch.manual_seed(seed)
+    cfg = make_arch_config("trm", "tiny", {})
+    meta = split.metadata
+    head = build_model(
+        cfg,
+        vocab_size=meta.vocab_size,
+        seq_len=meta.seq_len,
+        num_puzzle_identifiers=meta.num_puzzle_identifiers,
+        batch_size=4,
+        device="cpu",
+    )
+    return head, cfg
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tiny_dataset, tmp_path_factory) -> Path:
+    split = load_split(tiny_dataset, "test")
+    head, cfg = _head(split)
+    path = tmp_path_factory.mktemp("runs") / "tiny-run" / "ckpt" / "epoch_2.pt"
+    sha = identifiers_sha256(tiny_dataset)
+    save_weights(path, head, arch="trm", arch_cfg=cfg, dataset=split.metadata, identifiers_sha256=sha, step=7, epoch=2)
+    return path
+
+
+def test_evaluation_writes_all_files_with_model_metrics(checkpoint, tiny_dataset, tmp_path):
+    metrics = evaluate_checkpoint(checkpoint, tiny_dataset, tmp_path / "out", CONFIG, device="cpu")
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == FILES
+    assert metrics == json.loads((tmp_path / "out" / "metrics.json").read_text())
+    test_puzzles = json.loads((tiny_dataset / "test_puzzles.json").read_text())
+    split = load_split(tiny_dataset, "test")
+    assert (metrics["step"], metrics["epoch"], metrics["info"]["run"]) == (7, 2, "tiny-run")
+    assert metrics["num_tasks"] == len(test_puzzles) and metrics["num_predictions"] == len(split.inputs)
+    assert metrics["num_predictions_unmatched"] == 0  # every test example's input maps back to a test input
+    assert metrics["eval/steps"] == 2.0  # tiny preset: halt_max_steps 2, every row runs all of them
+    assert 0 <= metrics["eval/accuracy"] <= 1 and metrics["eval/lm_loss"] > 0
+    submission = json.loads((tmp_path / "out" / "submission.json").read_text())
+    assert [len(v) for v in submission.values()] == [len(t["test"]) for t in test_puzzles.values()]
+
+
+def test_quick_mode_scores_the_first_tasks_only(checkpoint, tiny_dataset, tmp_path):
+    assert main(["evaluate", str(checkpoint), str(tiny_dataset), "--out", str(tmp_path), "--quick", "1"]) == 0
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    first = next(iter(json.loads((tiny_dataset / "test_puzzles.json").read_text())))
+    assert metrics["num_tasks"] == 1 and metrics["info"]["quick_tasks"] == 1
+    assert json.loads((tmp_path / "submission.json").read_text()).keys() == {first}
+    assert metrics["num_predictions_unmatched"] == metrics["num_predictions"] - metrics["num_predictions_used"] == 0
+
+
+def _copy_dataset(tiny_dataset: Path, tmp_path: Path) -> Path:
+    copy = tmp_path / "copy"
+    shutil.copytree(tiny_dataset, copy)
+    return copy
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda d: (d / "verify.json").unlink(), "verify.json: missing"),
+        (lambda d: (d / "verify.json").write_text(json.dumps({"ok": False, "failures": ["x"]})), "failed verif"),
+        (lambda d: (d / "identifiers.json").write_text(json.dumps(["<blank>", "other"])), "identifiers.json sha256"),
+    ],
+)
+def test_a_dataset_that_is_unverified_or_not_the_checkpoints_is_refused(
+    checkpoint, tiny_dataset, tmp_path, change, message, capsys
+):
+    dataset = _copy_dataset(tiny_dataset, tmp_path)
+    change(dataset)
+    out = tmp_path / "out"
+    assert main(["evaluate", str(checkpoint), str(dataset), "--out", str(out)]) == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists() or not any(out.iterdir())  # nothing partial left behind
+
+
+def test_a_checkpoint_with_other_sizes_is_refused(tiny_dataset, tmp_path):
+    split = load_split(tiny_dataset, "test")
+    head, cfg = _head(split)
+    path = tmp_path / "ckpt.pt"
+    meta = {"vocab_size": 12, "seq_len": 900, "num_puzzle_identifiers": split.metadata.num_puzzle_identifiers + 1}
+    save_weights(
+        path, head, arch="trm", arch_cfg=cfg, dataset=meta, identifiers_sha256=identifiers_sha256(tiny_dataset)
+    )
+    with pytest.raises(ArcpipeError, match="num_puzzle_identifiers"):
+        evaluate_checkpoint(path, tiny_dataset, tmp_path / "out", CONFIG, device="cpu")
+    assert not (tmp_path / "out").exists()
+
+
+def test_train_evaluate_train_in_one_process(tiny_dataset):
+    # evaluation tensors must never poison a later in-place update (upstream.md 5.7 item 2)
+    train, test = load_split(tiny_dataset, "train"), load_split(tiny_dataset, "test")
+    head, _ = _head(test)
+    optimizers = make_optimizers(
+        head, lr=1e-3, puzzle_emb_lr=1e-2, weight_decay=0.1, puzzle_emb_weight_decay=0.1, compile=False
+    )
+    ids = np.repeat(train.puzzle_identifiers, np.diff(train.puzzle_indices))
+    batch = {
+        "inputs": torch.from_numpy(train.inputs[:4].astype(np.int32)),
+        "labels": torch.from_numpy(np.where(train.labels[:4] == 0, -100, train.labels[:4].astype(np.int32))),
+        "puzzle_identifiers": torch.from_numpy(ids[:4].astype(np.int32)),
+    }
+
+    def train_step(carry):
+        head.train()
+        carry, loss, _, _, _ = head(carry, batch)
+        loss.backward()
+        for opt, _ in optimizers:
+            opt.step()
+            opt.zero_grad()
+        return carry
+
+    carry = train_step(head.initial_carry(batch))
+    test_ids = np.repeat(test.puzzle_identifiers, np.diff(test.puzzle_indices))
+    env = DistEnv(0, 0, 1)
+    first = predict(head, test.inputs, test.labels, test_ids, np.arange(len(test_ids)), 4, env)
+    assert head.training  # restored
+    before = {k: v.clone() for k, v in head.state_dict().items()}
+    carry = train_step(carry)  # the carry and weights after an evaluation still take in-place updates
+    assert any(not torch.equal(before[k], v) for k, v in head.state_dict().items())
+    second = predict(head, test.inputs, test.labels, test_ids, np.arange(len(test_ids)), 4, env)
+    assert first.preds.shape == second.preds.shape == (len(test_ids), 900)
+
+
+@pytest.mark.slow
+def test_two_gloo_processes_give_the_same_results_as_one(checkpoint, tiny_dataset, tmp_path):
+    config = tmp_path / "config.yaml"
+    config.write_text("evaluation:\n  batch_size: 4\n  pass_ks: [1, 2, 10]\n")
+    args = ["-m", "arcpipe", "evaluate", str(checkpoint), str(tiny_dataset), "--config", str(config), "--device", "cpu"]
+    torchrun = Path(sys.executable).with_name("torchrun")
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    for name, prefix in (("one", [sys.executable]), ("two", [str(torchrun), "--standalone", "--nproc-per-node=2"])):
+        proc = subprocess.run(
+            [*prefix, *args, "--out", str(tmp_path / name)], capture_output=True, text=True, timeout=600, env=env
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    one, two = (json.loads((tmp_path / n / "metrics.json").read_text()) for n in ("one", "two"))
+    assert two["info"]["processes"] == 2
+    for key in ("pass@1", "pass@2", "pass@10", "num_predictions_used", "eval/accuracy", "eval/exact_accuracy"):
+        assert one[key] == two[key], key
+    assert one["eval/lm_loss"] == pytest.approx(two["eval/lm_loss"], rel=1e-6)
+    for name in ("submission.json", "per_puzzle.csv"):
+        assert (tmp_path / "one" / name).read_text() == (tmp_path / "two" / name).read_text(), name
+    with np.load(tmp_path / "one" / "votes.npz") as a, np.load(tmp_path / "two" / "votes.npz") as b:
+        for key in ("count", "first", "candidate_cells", "candidate_shapes"):
+            assert np.array_equal(a[key], b[key]), key
+        np.testing.assert_allclose(a["q_sum"], b["q_sum"], rtol=1e-6)
