@@ -1,0 +1,339 @@
+"""The `arcpipe` command: one subcommand per stage, reading file paths and the config, not hyperparameters.
+
+    arcpipe data build --config config/config.yaml --dataset smoke --output-dir results/data/smoke
+    arcpipe data verify results/data/smoke
+    arcpipe data show results/data/smoke [PUZZLE] [--png OUT.png]
+
+Errors in user input (`ArcpipeError`, a `ValueError`) print as one line, `arcpipe: error: ...`, exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from arcpipe.config import ArcpipeError
+
+log = logging.getLogger("arcpipe")
+
+Handler = Callable[[argparse.Namespace], int | None]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    _configure_logging(args.verbose)
+    try:
+        return args.handler(args) or 0
+    except ArcpipeError as err:
+        print(f"arcpipe: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("arcpipe: interrupted", file=sys.stderr)
+        return 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="arcpipe", description=__doc__.split("\n")[0])
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    stages = parser.add_subparsers(dest="stage", required=True, metavar="STAGE")
+    _add_data(stages)
+    _add_train(stages)
+    _add_config(stages)
+    _add_models(stages)
+    _add_eval(stages)
+    return parser
+
+
+# --------------------------------------------------------------------------------------------------------------
+# data
+
+
+def _add_data(stages: argparse._SubParsersAction) -> None:
+    data = stages.add_parser("data", help="build, verify and inspect ARC datasets")
+    verbs = data.add_subparsers(dest="verb", required=True, metavar="VERB")
+
+    build = verbs.add_parser(
+        "build",
+        help="build a dataset declared in config, or with the upstream builder's flags (upstream_exact mode)",
+    )
+    build.add_argument("--config", type=Path, help="workflow config (with --dataset)")
+    build.add_argument("--dataset", help="a dataset name declared under `datasets:` in the config")
+    build.add_argument("--output-dir", type=Path, required=True)
+    build.add_argument("--workers", type=int, default=None, help="processes (default: config, else all cores)")
+    upstream = build.add_argument_group("upstream builder flags (instead of --config/--dataset)")
+    upstream.add_argument("--input-file-prefix", help="e.g. kaggle/combined/arc-agi")
+    upstream.add_argument("--subsets", nargs="+")
+    upstream.add_argument("--test-set-name")
+    upstream.add_argument("--test-set-name2", default="your_test_set")
+    upstream.add_argument("--num-aug", type=int, default=1000)
+    upstream.add_argument("--seed", type=int, default=42)
+    upstream.add_argument("--puzzle-identifiers-start", type=int, default=1)
+    build.set_defaults(handler=_data_build)
+
+    verify = verbs.add_parser("verify", help="check a built dataset; writes DIR/verify.json, non-zero on failure")
+    verify.add_argument("dataset_dir", type=Path)
+    verify.set_defaults(handler=_data_verify)
+
+    show = verbs.add_parser("show", help="statistics, or render one puzzle and its augmentations")
+    show.add_argument("dataset_dir", type=Path)
+    show.add_argument("puzzle", nargs="?", help="an original task id, e.g. 007bbfb7")
+    show.add_argument("--png", type=Path, help="write the rendering as a PNG instead of text")
+    show.add_argument("--num-views", type=int, default=4, help="augmented views to render")
+    show.set_defaults(handler=_data_show)
+
+
+def _data_build(args: argparse.Namespace) -> int:
+    from arcpipe.config import DatasetConfig, KaggleSource, load_config
+    from arcpipe.data.build import build_dataset
+
+    if args.config or args.dataset:
+        if not (args.config and args.dataset):
+            raise ArcpipeError("data build: --config and --dataset go together")
+        if args.input_file_prefix:
+            raise ArcpipeError("data build: use either --config/--dataset or the upstream flags, not both")
+        cfg = load_config(args.config)
+        if args.dataset not in cfg.datasets:
+            raise ArcpipeError(
+                f"{args.config}: no dataset {args.dataset!r} under datasets "
+                f"(declared: {', '.join(sorted(cfg.datasets))})"
+            )
+        dataset = cfg.datasets[args.dataset]
+    else:
+        missing = [
+            flag
+            for flag, value in (
+                ("--input-file-prefix", args.input_file_prefix),
+                ("--subsets", args.subsets),
+                ("--test-set-name", args.test_set_name),
+            )
+            if not value
+        ]
+        if missing:
+            raise ArcpipeError(f"data build: give --config and --dataset, or {', '.join(missing)}")
+        dataset = DatasetConfig(
+            sources=[KaggleSource(kaggle=args.input_file_prefix, subsets=args.subsets)],
+            test_set=args.test_set_name,
+            num_aug=args.num_aug,
+            seed=args.seed,
+            mode="upstream_exact",
+        )
+        if args.test_set_name2 != "your_test_set" or args.puzzle_identifiers_start != 1:
+            raise ArcpipeError(
+                "data build: --test-set-name2 and --puzzle-identifiers-start other than their defaults are "
+                "not supported (upstream's published builds use the defaults)"
+            )
+    build_dataset(dataset, args.output_dir, workers=args.workers)
+    return 0
+
+
+def _data_verify(args: argparse.Namespace) -> int:
+    from arcpipe.data.verify import verify_dataset
+
+    report = verify_dataset(args.dataset_dir)
+    for failure in report["failures"]:
+        print(f"FAIL {failure}", file=sys.stderr)
+    for warning in report["warnings"]:
+        print(f"warn {warning}", file=sys.stderr)
+    print(f"{args.dataset_dir}: {'ok' if report['ok'] else 'FAILED'} ({args.dataset_dir / 'verify.json'})")
+    return 0 if report["ok"] else 1
+
+
+def _data_show(args: argparse.Namespace) -> int:
+    from arcpipe.data.show import show_dataset
+
+    show_dataset(args.dataset_dir, args.puzzle, png=args.png, num_views=args.num_views)
+    return 0
+
+
+# --------------------------------------------------------------------------------------------------------------
+# train
+
+
+def _add_train(stages: argparse._SubParsersAction) -> None:
+    train = stages.add_parser("train", help="train a run to an evaluation boundary (one process, or under torchrun)")
+    train.add_argument("--config", type=Path, required=True, help="the run's resolved config (or the workflow's)")
+    train.add_argument("--run", required=True, help="a run name declared under `runs:`")
+    train.add_argument("--data", type=Path, required=True, help="the verified dataset directory")
+    train.add_argument("--out", type=Path, required=True, help="the run directory, results/runs/<run>")
+    what = train.add_mutually_exclusive_group(required=True)
+    what.add_argument("--until-epoch", type=int, help="train to this evaluation boundary (cumulative epochs)")
+    what.add_argument("--preflight", type=Path, help="a few real steps, save, load, resume, evaluate; report here")
+    train.add_argument(
+        "--deadline", type=_minutes, help="the job's time limit (e.g. 90m, 2h, 45s): save and exit before it"
+    )
+    train.set_defaults(handler=_train)
+
+
+def _train(args: argparse.Namespace) -> int:
+    if args.preflight:
+        from arcpipe.train.preflight import preflight
+
+        return preflight(args.config, args.run, args.data, args.out, args.preflight)
+    from arcpipe.train.loop import train
+
+    return train(args.config, args.run, args.data, args.out, args.until_epoch, args.deadline)
+
+
+def _minutes(text: str) -> float:
+    units = {"s": 1 / 60, "m": 1.0, "h": 60.0}
+    try:
+        return float(text[:-1]) * units[text[-1]] if text[-1] in units else float(text)
+    except (ValueError, IndexError):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration like 90m, 2h or 45s") from None
+
+
+# --------------------------------------------------------------------------------------------------------------
+# config
+
+
+def _add_config(stages: argparse._SubParsersAction) -> None:
+    config = stages.add_parser("config", help="check a config, or print its JSON schema")
+    verbs = config.add_subparsers(dest="verb", required=True, metavar="VERB")
+    check = verbs.add_parser("check", help="validate a config file and print the plan of its runs")
+    check.add_argument("config", type=Path)
+    check.set_defaults(handler=_config_check)
+    schema = verbs.add_parser("schema", help="print the JSON schema generated from the pydantic models")
+    schema.add_argument("--output", type=Path, help="write to this file instead of stdout")
+    schema.set_defaults(handler=_config_schema)
+
+
+def _config_check(args: argparse.Namespace) -> int:
+    from arcpipe.config import load_config
+
+    cfg = load_config(args.config)
+    for name, run in cfg.runs.items():
+        print(
+            f"{name}: {run.arch}/{run.preset} on {run.dataset}, {run.epochs} epochs, "
+            f"{run.num_evaluations} checkpoints in {len(run.segment_ends())} segments, "
+            f"{run.nodes} node(s) x {run.gpus_per_node} GPU(s), target {run.target}"
+        )
+    print(f"{args.config}: ok ({len(cfg.datasets)} datasets, {len(cfg.runs)} runs)")
+    return 0
+
+
+def _config_schema(args: argparse.Namespace) -> int:
+    import json
+
+    from arcpipe.config import json_schema
+
+    text = json.dumps(json_schema(), indent=2) + "\n"
+    if args.output:
+        args.output.write_text(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+# --------------------------------------------------------------------------------------------------------------
+# models
+
+
+def _add_models(stages: argparse._SubParsersAction) -> None:
+    models = stages.add_parser("models", help="list architectures and presets with parameter counts")
+    models.add_argument("--vocab-size", type=int, default=12, help="vocabulary of the count (ARC: 12)")
+    models.set_defaults(handler=_models_list)
+
+    model = stages.add_parser("model", help="import or export upstream checkpoints")
+    verbs = model.add_subparsers(dest="verb", required=True, metavar="VERB")
+    imp = verbs.add_parser("import", help="convert an upstream TRM/HRM/URM checkpoint to arcpipe weights")
+    imp.add_argument("--arch", required=True, choices=["trm", "hrm", "urm", "transformer"])
+    imp.add_argument("checkpoint", type=Path, help="upstream step_N (TRM/HRM) or step_N.pt (URM)")
+    imp.add_argument("--config", type=Path, required=True, help="the all_config.yaml saved with it")
+    imp.add_argument("output", type=Path, help="arcpipe weights file to write")
+    imp.add_argument("--dataset", type=Path, help="the dataset it was trained on (records identifiers.json)")
+    imp.set_defaults(handler=_models_import)
+    exp = verbs.add_parser("export", help="write arcpipe weights in the upstream layout (+ all_config.yaml)")
+    exp.add_argument("checkpoint", type=Path)
+    exp.add_argument("output", type=Path)
+    exp.set_defaults(handler=_models_export)
+
+
+def _models_list(args: argparse.Namespace) -> int:
+    from arcpipe.models.registry import PRESETS, preset_parameter_count
+
+    print(f"{'arch':<12} {'preset':<8} {'parameters':>12}  settings (vocab {args.vocab_size}, seq_len 900)")
+    for arch, presets in PRESETS.items():
+        for name, fields in presets.items():
+            count = preset_parameter_count(arch, name, vocab_size=args.vocab_size)
+            settings = " ".join(f"{k}={v}" for k, v in fields.items())
+            print(f"{arch:<12} {name:<8} {count:>12,}  {settings}")
+    print("parameters exclude the puzzle-embedding table (a buffer: num_puzzle_identifiers x puzzle_emb_ndim)")
+    return 0
+
+
+def _models_import(args: argparse.Namespace) -> int:
+    from arcpipe.models.io import import_upstream
+
+    import_upstream(args.arch, args.checkpoint, args.config, args.output, args.dataset)
+    return 0
+
+
+def _models_export(args: argparse.Namespace) -> int:
+    from arcpipe.models.io import export_upstream
+
+    export_upstream(args.checkpoint, args.output)
+    return 0
+
+
+# --------------------------------------------------------------------------------------------------------------
+# evaluate, predict, report
+
+
+def _add_eval(stages: argparse._SubParsersAction) -> None:
+    evaluate = stages.add_parser(
+        "evaluate", help="pass@K, submission.json and votes of one checkpoint on its dataset's test split"
+    )
+    evaluate.add_argument("checkpoint", type=Path, help="an arcpipe weights file, e.g. results/runs/R/ckpt/epoch_N.pt")
+    evaluate.add_argument("dataset", type=Path, help="the verified dataset it was trained with")
+    evaluate.add_argument("--out", type=Path, required=True, help="directory for metrics.json, submission.json, ...")
+    evaluate.add_argument("--config", type=Path, help="workflow or run config: its `evaluation:` section")
+    evaluate.add_argument("--quick", type=int, metavar="N", help="only the first N tasks of test_puzzles.json")
+    evaluate.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when available")
+    evaluate.set_defaults(handler=_eval_evaluate)
+
+    report = stages.add_parser("report", help="pass@K tables and plots from evaluation directories")
+    report.add_argument("--out", type=Path, required=True, help="directory for the tables and PNGs")
+    report.add_argument("--metrics", type=Path, nargs="*", default=[], help="results/eval/<run>/epoch_<N>/metrics.json")
+    report.add_argument("--train-metrics", type=Path, nargs="*", default=[], help="results/runs/<run>/metrics/*.jsonl")
+    report.add_argument("--votes", type=Path, nargs="*", default=[], help="votes.npz files for the pooled table")
+    report.add_argument("--config", type=Path, help="workflow config: runs (progress, published numbers), main K")
+    report.set_defaults(handler=_eval_report)
+
+
+def _eval_evaluate(args: argparse.Namespace) -> int:
+    from arcpipe.eval.predict import evaluate_checkpoint, load_evaluation_config
+
+    config = load_evaluation_config(args.config) if args.config else None
+    evaluate_checkpoint(args.checkpoint, args.dataset, args.out, config, quick=args.quick, device=args.device)
+    return 0
+
+
+def _eval_report(args: argparse.Namespace) -> int:
+    from arcpipe.config import load_config
+    from arcpipe.report.tables import render_pooled, render_report, runs_from_config
+
+    cfg = load_config(args.config) if args.config else None
+    runs = runs_from_config(cfg) if cfg else None
+    render_report(args.out, args.metrics, args.train_metrics, None, runs, cfg.report.main_k if cfg else 2)
+    if args.votes:
+        ks = cfg.evaluation.pass_ks if cfg else None
+        render_pooled(args.out / "pooled.csv", args.out / "pooled.md", args.votes, ks)
+    print(f"report written to {args.out}")
+    return 0
+
+
+def _configure_logging(verbose: bool) -> None:
+    from arcpipe.train.distributed import is_rank_zero
+
+    level = logging.DEBUG if verbose else logging.INFO
+    if not is_rank_zero():
+        level = logging.WARNING
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
