@@ -45,7 +45,13 @@ def tiny_dataset(tmp_path_factory) -> Path:
     return out
 
 
-def write_config(path: Path, runs: dict[str, dict], dataset: dict | None = None) -> Path:
+@pytest.fixture(scope="session")
+def write_config():
+    """write_config(path, {run: changes}) -> path of a workflow config with the tiny dataset and these runs."""
+    return _write_config
+
+
+def _write_config(path: Path, runs: dict[str, dict], dataset: dict | None = None) -> Path:
     raw = {
         "datasets": {"tiny": copy.deepcopy(dataset or TINY_DATASET)},
         "runs": {name: {**TINY_RUN, **changes} for name, changes in runs.items()},

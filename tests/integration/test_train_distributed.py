@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import write_config
 
 RUNS = {
     "single": {},
@@ -32,7 +31,7 @@ def _run(config: Path, run: str, data: Path, out: Path, nproc: int) -> None:
 
 
 @pytest.fixture(scope="module")
-def trained(tiny_dataset, tmp_path_factory) -> dict[str, dict[str, torch.Tensor]]:
+def trained(tiny_dataset, tmp_path_factory, write_config) -> dict[str, dict[str, torch.Tensor]]:
     root = tmp_path_factory.mktemp("dist")
     config = write_config(root / "config.yaml", RUNS)
     weights = {}

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import torch
 
-from tests.conftest import write_config
 
 
 def _train(config: Path, out: Path, data: Path, epoch: int, *extra: str, run: str = "r", env=None) -> subprocess.Popen:
@@ -65,7 +64,7 @@ def _train_chain(config, out, data, epochs=(2, 4)):
         assert code == 0, log
 
 
-def test_killed_and_rerun_ends_bitwise_identical(tiny_dataset, tmp_path):
+def test_killed_and_rerun_ends_bitwise_identical(tiny_dataset, tmp_path, write_config):
     config = write_config(tmp_path / "config.yaml", {"r": {}})
     straight = tmp_path / "straight"
     _train_chain(config, straight, tiny_dataset)
@@ -94,7 +93,7 @@ def _steps(path: Path) -> list[int]:
     return [json.loads(line)["step"] for line in path.read_text().splitlines()]
 
 
-def test_deadline_saves_exits_75_and_the_retry_finishes_identically(tiny_dataset, tmp_path):
+def test_deadline_saves_exits_75_and_the_retry_finishes_identically(tiny_dataset, tmp_path, write_config):
     config = write_config(tmp_path / "config.yaml", {"r": {}})
     straight = tmp_path / "straight"
     _train_chain(config, straight, tiny_dataset, epochs=(2,))
@@ -108,7 +107,7 @@ def test_deadline_saves_exits_75_and_the_retry_finishes_identically(tiny_dataset
     _assert_bitwise_equal(straight / "ckpt/epoch_2.pt", timed / "ckpt/epoch_2.pt")
 
 
-def test_max_hours_stops_every_attempt_with_how_to_raise_it(tiny_dataset, tmp_path):
+def test_max_hours_stops_every_attempt_with_how_to_raise_it(tiny_dataset, tmp_path, write_config):
     config = write_config(tmp_path / "config.yaml", {"r": {"max_hours": 1e-7}})
     for _ in range(2):
         code, log = _finish(_train(config, tmp_path / "capped", tiny_dataset, 2))
