@@ -43,8 +43,9 @@ def torchrun_launch(nodes: int, gpus_per_node: int, executor: str = "auto") -> s
 
     Contract:
     * "" when the run is one process (1 node with 0 or 1 GPU): the command runs as it is.
-    * otherwise the prefix ends in `--no-python` (torchrun) or `--` (this module), so the words after it are an
-      executable and its arguments (`arcpipe train ...`), not a Python script path.
+    * otherwise the prefix ends in `--no-python --` (torchrun) or `--` (this module), so the words after it are
+      an executable and its arguments (`arcpipe train ...`), not a Python script path, and torchrun's parser
+      never reads them (without `--`, `--run` is an ambiguous abbreviation of torchrun's `--run-path`).
     * processes per node = `gpus_per_node`, or 1 for a CPU run (gloo); world size = nodes x that.
     * `executor="auto"` (use this in rules): the same string on every executor, resolved at run time (see the
       module docstring). "local", "ice", "slurm" give that executor's literal shell form, which only works
@@ -55,16 +56,16 @@ def torchrun_launch(nodes: int, gpus_per_node: int, executor: str = "auto") -> s
     if nodes * per_node == 1:
         return ""
     if nodes == 1:
-        return f"torchrun --standalone --nproc-per-node={per_node} --no-python"
+        return f"torchrun --standalone --nproc-per-node={per_node} --no-python --"
     if executor == "auto":
         return f"python -m arcpipe.launch --nodes {nodes} --gpus-per-node {gpus_per_node} --"
     if executor == "local":
-        return f"torchrun --standalone --nproc-per-node={nodes * per_node} --no-python"
+        return f"torchrun --standalone --nproc-per-node={nodes * per_node} --no-python --"
     if executor == "ice":
         return (
             f"torchrun --nnodes={nodes} --node-rank=${{JOB_COMPLETION_INDEX:?not in an ICE Indexed Job}} "
             f"--nproc-per-node={per_node} --master-addr=${{ARCPIPE_MASTER_ADDR:?not in an ICE Indexed Job}} "
-            f"--master-port=${{ARCPIPE_MASTER_PORT:-{DEFAULT_PORT}}} --no-python"
+            f"--master-port=${{ARCPIPE_MASTER_PORT:-{DEFAULT_PORT}}} --no-python --"
         )
     # slurm: the batch script runs on the first node; squeue/scontrol are all the stripped jobstep env allows
     head = (
@@ -74,7 +75,7 @@ def torchrun_launch(nodes: int, gpus_per_node: int, executor: str = "auto") -> s
     return (
         f"srun --nodes={nodes} --ntasks={nodes} --ntasks-per-node=1 --kill-on-bad-exit=1 "
         f"torchrun --nnodes={nodes} --nproc-per-node={per_node} --rdzv-backend=c10d "
-        f'--rdzv-endpoint="{head}:$((20000 + SLURM_JOB_ID % 20000))" --rdzv-id="$SLURM_JOB_ID" --no-python'
+        f'--rdzv-endpoint="{head}:$((20000 + SLURM_JOB_ID % 20000))" --rdzv-id="$SLURM_JOB_ID" --no-python --'
     )
 
 
@@ -117,7 +118,7 @@ def launch_command(
     if nodes * per_node == 1:
         return list(command)
     if nodes == 1:
-        return ["torchrun", "--standalone", f"--nproc-per-node={per_node}", "--no-python", *command]
+        return ["torchrun", "--standalone", f"--nproc-per-node={per_node}", "--no-python", "--", *command]
     executor = detect_executor(env)
     if executor == "ice":
         found = int(env["ARCPIPE_NNODES"])
@@ -131,12 +132,13 @@ def launch_command(
             f"--master-addr={env['ARCPIPE_MASTER_ADDR']}",
             f"--master-port={env.get('ARCPIPE_MASTER_PORT', DEFAULT_PORT)}",
             "--no-python",
+            "--",
             *command,
         ]
     if executor == "slurm":
         return _slurm_command(nodes, per_node, command, env)
     log.warning("no cluster around: simulating %d nodes as %d local processes", nodes, nodes * per_node)
-    return ["torchrun", "--standalone", f"--nproc-per-node={nodes * per_node}", "--no-python", *command]
+    return ["torchrun", "--standalone", f"--nproc-per-node={nodes * per_node}", "--no-python", "--", *command]
 
 
 def detect_executor(env: dict[str, str]) -> str:
@@ -150,7 +152,7 @@ def detect_executor(env: dict[str, str]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """python -m arcpipe.launch --nodes 2 --gpus-per-node 4 -- arcpipe train --config ..."""
-    parser = argparse.ArgumentParser(prog="python -m arcpipe.launch", description=main.__doc__)
+    parser = argparse.ArgumentParser(prog="python -m arcpipe.launch", description=main.__doc__, allow_abbrev=False)
     parser.add_argument("--nodes", type=int, required=True)
     parser.add_argument("--gpus-per-node", type=int, required=True)
     parser.add_argument("--dry-run", action="store_true", help="print the command instead of running it")
@@ -207,6 +209,7 @@ def _slurm_command(nodes: int, per_node: int, command: Sequence[str], env: dict[
         f"--rdzv-endpoint={head_addr}:{port}",
         f"--rdzv-id={job}",
         "--no-python",
+        "--",
         *command,
     ]
 

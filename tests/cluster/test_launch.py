@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -19,7 +20,7 @@ def test_one_process_runs_the_command_as_it_is(executor: str) -> None:
 @pytest.mark.parametrize("executor", ["auto", "local", "ice", "slurm"])
 def test_one_node_is_standalone_torchrun_on_every_executor(executor: str) -> None:
     # the same string everywhere: params must not differ between the driver and the job
-    assert torchrun_launch(1, 8, executor) == "torchrun --standalone --nproc-per-node=8 --no-python"
+    assert torchrun_launch(1, 8, executor) == "torchrun --standalone --nproc-per-node=8 --no-python --"
 
 
 def test_auto_multi_node_prefix_is_independent_of_the_executor() -> None:
@@ -32,8 +33,8 @@ def test_literal_forms_carry_the_rendezvous_of_their_executor() -> None:
     assert "--node-rank=${JOB_COMPLETION_INDEX:?" in ice and "--master-addr=${ARCPIPE_MASTER_ADDR:?" in ice
     slurm = torchrun_launch(3, 0, "slurm")
     assert slurm.startswith("srun --nodes=3 --ntasks=3 --ntasks-per-node=1 ")
-    assert "--nproc-per-node=1 --rdzv-backend=c10d" in slurm and slurm.endswith("--no-python")
-    assert torchrun_launch(2, 4, "local") == "torchrun --standalone --nproc-per-node=8 --no-python"
+    assert "--nproc-per-node=1 --rdzv-backend=c10d" in slurm and slurm.endswith("--no-python --")
+    assert torchrun_launch(2, 4, "local") == "torchrun --standalone --nproc-per-node=8 --no-python --"
 
 
 def test_bad_shapes_and_executors_are_errors() -> None:
@@ -76,6 +77,7 @@ def test_dispatch_reads_the_indexed_job_environment() -> None:
         "--master-addr=j-0.j",
         "--master-port=29500",
         "--no-python",
+        "--",
         "arcpipe",
         "train",
     ]
@@ -90,7 +92,7 @@ def test_dispatch_refuses_a_job_with_the_wrong_number_of_pods() -> None:
 def test_dispatch_without_a_cluster_keeps_the_world_size_on_one_machine() -> None:
     assert detect_executor({"PATH": "/usr/bin"}) == "local"
     argv = launch_command(2, 3, ["arcpipe", "train"], {})
-    assert argv[:4] == ["torchrun", "--standalone", "--nproc-per-node=6", "--no-python"]
+    assert argv[:5] == ["torchrun", "--standalone", "--nproc-per-node=6", "--no-python", "--"]
 
 
 def test_module_entry_point_prints_the_command_it_would_exec() -> None:
@@ -102,4 +104,19 @@ def test_module_entry_point_prints_the_command_it_would_exec() -> None:
         check=True,
         env={"PATH": "/usr/bin"},
     )
-    assert out.stdout.strip() == "torchrun --standalone --nproc-per-node=2 --no-python arcpipe train --run 'x y'"
+    assert out.stdout.strip() == "torchrun --standalone --nproc-per-node=2 --no-python -- arcpipe train --run 'x y'"
+
+
+def test_torchrun_passes_the_command_s_own_flags_through(tmp_path) -> None:
+    # torchrun's parser would read `--run` as an abbreviation of its `--run-path` without the `--`
+    prefix = torchrun_launch(1, 2)
+    out = subprocess.run(
+        f"{prefix} sh -c 'echo $RANK \"$@\" >> {tmp_path}/seen' sh --run x --config y",
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"},
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert sorted((tmp_path / "seen").read_text().splitlines()) == ["0 --run x --config y", "1 --run x --config y"]
