@@ -13,18 +13,36 @@ configfile: "config/config.yaml"
 include: "rules/common.smk"
 include: "rules/data.smk"
 include: "rules/train.smk"
+include: "rules/eval.smk"
+include: "rules/report.smk"
+
+
+REPORT = [
+    "results/report/passk.md",
+    "results/report/comparison.md",
+    "results/report/datasets.md",
+    "results/report/pooled.md",
+    "results/report/passk_vs_step.png",
+    "results/report/loss_vs_step.png",
+]
 
 
 rule smoke:
     input:
         datasets_for("smoke"),
-        final_checkpoints_for("smoke"),
+        evaluations_of("smoke"),
+        REPORT,
 
 
 rule full:
     input:
         datasets_for("full"),
-        final_checkpoints_for("full"),
+        evaluations_of("full"),
+
+
+rule report:
+    input:
+        REPORT,
 
 
 rule preflight:

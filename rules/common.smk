@@ -1,4 +1,6 @@
 # Config validated once; input functions and resource lookups for the rules. No rules here.
+import os
+
 from snakemake.utils import validate
 
 from arcpipe.config import validate_config
@@ -21,13 +23,6 @@ def datasets_for(target):
             set(names) | {name for name in CFG.datasets if name.startswith("smoke")}
         )
     return [f"results/data/{name}/verify.json" for name in names]
-
-
-def final_checkpoints_for(target):
-    return [
-        f"results/runs/{run}/ckpt/epoch_{CFG.runs[run].epochs}.pt"
-        for run in CFG.runs_for(target)
-    ]
 
 
 def preflights_for(target):
@@ -103,6 +98,67 @@ def runtime_for_run(wildcards):
 
 
 def torchrun_launch(wildcards):
-    """"" for one process (CPU or one GPU, no process group), else a torchrun prefix with the run's shape."""
+    """ "" for one process (CPU or one GPU, no process group), else a torchrun prefix with the run's shape."""
     run = CFG.runs[wildcards.run]
     return _torchrun_launch(run.nodes, run.gpus_per_node)
+
+
+def evaluations_of(target):
+    return [
+        f"results/eval/{run}/epoch_{epoch}/metrics.json"
+        for run in CFG.runs_for(target)
+        for epoch in CFG.runs[run].boundaries()
+    ]
+
+
+def report_boundaries():
+    """(run, epoch) pairs in the report: every smoke boundary, and full-run checkpoints already on disk.
+
+    So `snakemake report` never starts GPU training; after a full run it evaluates and tabulates what exists.
+    """
+    pairs = []
+    for name, run in CFG.runs.items():
+        for epoch in run.boundaries():
+            if run.target == "smoke" or os.path.exists(
+                f"results/runs/{name}/ckpt/epoch_{epoch}.pt"
+            ):
+                pairs.append((name, epoch))
+    return pairs
+
+
+def evaluations_for_report(wildcards):
+    return [
+        f"results/eval/{run}/epoch_{epoch}/metrics.json"
+        for run, epoch in report_boundaries()
+    ]
+
+
+def evaluation_votes_for_report(wildcards):
+    return [
+        f"results/eval/{run}/epoch_{epoch}/votes.npz"
+        for run, epoch in report_boundaries()
+    ]
+
+
+def train_metrics_for_report(wildcards):
+    return [
+        f"results/runs/{run}/metrics/epoch_{epoch}.jsonl"
+        for run, epoch in report_boundaries()
+    ]
+
+
+def verified_datasets_for_report(wildcards):
+    return sorted(
+        {
+            f"results/data/{CFG.runs[run].dataset}/verify.json"
+            for run, _ in report_boundaries()
+        }
+    )
+
+
+def eval_gpus(wildcards):
+    return min(CFG.evaluation.gpus, 1)
+
+
+def eval_device(wildcards):
+    return "--device cuda" if CFG.evaluation.gpus else "--device cpu"

@@ -10,6 +10,8 @@ rule build_dataset:
         test=directory("results/data/{dataset}/test"),
     log:
         "logs/build_dataset/{dataset}.log",
+    conda:
+        "../envs/arcpipe.yaml"
     threads: 2
     params:
         dataset=dataset_config,  # rebuilt when, and only when, this dataset's config changes
@@ -26,5 +28,7 @@ rule verify_dataset:
         "results/data/{dataset}/verify.json",
     log:
         "logs/verify_dataset/{dataset}.log",
+    conda:
+        "../envs/arcpipe.yaml"
     script:
         "../workflow/scripts/verify_dataset.py"

@@ -7,6 +7,8 @@ rule write_run_config:
     log:
         "logs/write_run_config/{run}.log",
     localrule: True
+    conda:
+        "../envs/arcpipe.yaml"
     params:
         resolved=run_config,  # rewritten when, and only when, this run's resolved config changes
     script:
@@ -21,6 +23,8 @@ rule run_preflight:
         "results/runs/{run}/preflight.json",
     log:
         "logs/preflight/{run}.log",
+    conda:
+        "../envs/arcpipe.yaml"
     params:
         data=dataset_dir_for_run,
     shell:
@@ -42,6 +46,8 @@ rule train_segment:
         "logs/train_segment/{run}/epoch_{epoch}.log",
     group:
         segment_group
+    conda:
+        "../envs/arcpipe.yaml"
     resources:
         gpu=gpus_for_run,
         nodes=nodes_for_run,

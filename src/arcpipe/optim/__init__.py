@@ -24,7 +24,7 @@ def make_optimizers(
     puzzle_emb_weight_decay: float,
     betas: tuple[float, float] = (0.9, 0.95),
     optimizer: Literal["adam_atan2", "muon"] = "adam_atan2",
-    compile: bool = True,
+    compile: bool | None = None,
 ) -> list[tuple[Optimizer, float]]:
     """[(SparseSignSGD, puzzle_emb_lr) if the model has a puzzle embedding, (AdamATan2 or Muon, lr)].
 

@@ -7,8 +7,8 @@ Per parameter, step t from 1, maths in fp32, state in the parameter's dtype:
     p <- p - (lr / (1 - beta1^t)) * atan2(m, sqrt(v) / sqrt(1 - beta2^t))
 
 There is no epsilon. `backend` is "cuda-ext" when the `adam_atan2_backend` CUDA extension imports and every
-parameter is on a GPU it was built for (SM 8.0/8.6/8.9/9.0), else "torch": the same update in PyTorch, compiled
-(torch has no foreach atan2). It never falls back to plain Adam.
+parameter is on a GPU it was built for (SM 8.0/8.6/8.9/9.0), else "torch": the same update in PyTorch, compiled on
+CUDA (torch has no foreach atan2; `compile=True` forces it on CPU). It never falls back to plain Adam.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ class AdamATan2(Optimizer):
         betas: tuple[float, float] = (0.9, 0.95),
         weight_decay: float = 0.1,
         *,
-        compile: bool = True,
+        compile: bool | None = None,
     ) -> None:
         if lr < 0 or weight_decay < 0 or not all(0 <= b < 1 for b in betas):
             raise ValueError(f"AdamATan2: invalid lr={lr}, betas={betas} or weight_decay={weight_decay}")
@@ -63,6 +63,9 @@ class AdamATan2(Optimizer):
         tensors = [p for group in self.param_groups for p in group["params"]]
         self.backend = "cuda-ext" if tensors and all(_ext_supports(p.device) for p in tensors) else "torch"
         self._update: Callable[..., None] = atan2_update_
+        if compile is None:
+            # compiling costs tens of seconds per process on CPU, where tiny smoke models gain nothing from it
+            compile = any(p.device.type == "cuda" for p in tensors)
         if self.backend == "torch" and compile:
             self._update = torch.compile(atan2_update_, dynamic=True)
         log.debug("AdamATan2 backend: %s", self.backend)

@@ -1,0 +1,61 @@
+# Report: pass@K tables and plots for every run and checkpoint; rebuilt when, and only when, an evaluation changes.
+
+
+rule render_report:
+    input:
+        metrics=evaluations_for_report,
+        train_metrics=train_metrics_for_report,
+        datasets=verified_datasets_for_report,
+    output:
+        report(
+            "results/report/passk.md",
+            caption="../workflow/report/passk.rst",
+            category="pass@K",
+        ),
+        "results/report/passk.csv",
+        report(
+            "results/report/comparison.md",
+            caption="../workflow/report/comparison.rst",
+            category="pass@K",
+        ),
+        "results/report/comparison.csv",
+        report(
+            "results/report/datasets.md",
+            caption="../workflow/report/datasets.rst",
+            category="datasets",
+        ),
+        "results/report/datasets.csv",
+        report(
+            "results/report/passk_vs_step.png",
+            caption="../workflow/report/passk_vs_step.rst",
+            category="curves",
+        ),
+        report(
+            "results/report/loss_vs_step.png",
+            caption="../workflow/report/loss_vs_step.rst",
+            category="curves",
+        ),
+    log:
+        "logs/render_report/report.log",
+    conda:
+        "../envs/arcpipe.yaml"
+    script:
+        "../workflow/scripts/render_report.py"
+
+
+rule pool_votes:
+    input:
+        votes=evaluation_votes_for_report,
+    output:
+        md=report(
+            "results/report/pooled.md",
+            caption="../workflow/report/pooled.rst",
+            category="pass@K",
+        ),
+        csv="results/report/pooled.csv",
+    log:
+        "logs/pool_votes/report.log",
+    conda:
+        "../envs/arcpipe.yaml"
+    script:
+        "../workflow/scripts/pooled_report.py"
