@@ -1,6 +1,9 @@
 """Numba kernels of the dataset builder: upstream's RNG stream, view hashing, augmentation search, translation
 offsets and canvas rendering.
 
+Every kernel is serial and releases the GIL (`nogil`); callers run them on disjoint ranges in a thread pool
+(`in_threads`), so a result never depends on the number of threads and nothing pays numba's parallel compile.
+
 Grids live in one flat uint8 array `cells` with per-grid offset/height/width. A view of a grid is a dihedral
 transform id `t` and a colour table `col` (10 entries, col[0] == 0); views are compared through two 64-bit
 hashes of their content, which are linear in the per-colour sums `W[g, t, c]` of random position weights, so a
@@ -13,6 +16,9 @@ outputs that draws nothing when the range is a single value. The state is an int
 """
 
 from __future__ import annotations
+
+import concurrent.futures
+from collections.abc import Callable
 
 import numba as nb
 import numpy as np
@@ -30,6 +36,23 @@ _S27, _S30, _S31, _S32 = _U64(27), _U64(30), _U64(31), _U64(32)
 SALT_A = 0x243F6A8885A308D3
 SALT_B = 0x13198A2E03707344
 _COLOUR_SALT = _U64(0xA4093822299F31D0)
+
+
+def in_threads(pool: concurrent.futures.ThreadPoolExecutor | None, calls: list[Callable[[], None]]) -> None:
+    """Run independent kernel calls on the pool (or inline without one) and re-raise the first error."""
+    if pool is None or len(calls) == 1:
+        for call in calls:
+            call()
+        return
+    for future in [pool.submit(call) for call in calls]:
+        future.result()
+
+
+def ranges(n: int, parts: int) -> list[tuple[int, int]]:
+    """[0, n) cut into at most `parts` contiguous, nearly equal, non-empty ranges."""
+    parts = max(1, min(parts, n))
+    bounds = [n * k // parts for k in range(parts + 1)]
+    return [(bounds[k], bounds[k + 1]) for k in range(parts)]
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -164,7 +187,7 @@ def view_of(cells: np.ndarray, off: int, h: int, w: int, t: int, col: np.ndarray
 # View hashing
 
 
-@nb.njit(cache=True, parallel=True)
+@nb.njit(cache=True, nogil=True)
 def colour_weights(cells: np.ndarray, goff: np.ndarray, gh: np.ndarray, gw: np.ndarray, salt: np.uint64) -> np.ndarray:
     """W[g, t, c]: sum of the position weights of the cells of colour c in view t of grid g, (G, 8, 10) uint64.
 
@@ -173,7 +196,7 @@ def colour_weights(cells: np.ndarray, goff: np.ndarray, gh: np.ndarray, gw: np.n
     """
     num = goff.shape[0]
     out = np.zeros((num, 8, 10), dtype=np.uint64)
-    for g in nb.prange(num):
+    for g in range(num):
         for t in range(8):
             h2, w2, base, sr, sc = _strides(t, gh[g], gw[g])
             for r in range(h2):
@@ -318,8 +341,10 @@ def search_exact(
         trials[task] = done
 
 
-@nb.njit(cache=True, parallel=True)
+@nb.njit(cache=True, nogil=True)
 def search_fast(
+    first: int,
+    step: int,
     keys: np.ndarray,
     tp_ptr: np.ndarray,
     tp_in: np.ndarray,
@@ -336,7 +361,10 @@ def search_fast(
     aug_count: np.ndarray,
     trials: np.ndarray,
 ) -> None:
-    """Up to num_aug distinct views per task, each task from its own stream `keys[task]` (in parallel).
+    """Up to num_aug distinct views for tasks first, first + step, ..., each from its own stream `keys[task]`.
+
+    Threads take interleaved task sets; each task depends only on its stream, so the result does not depend on
+    how tasks are shared out.
 
     `task_colours[task]` is a bitmask of the non-zero colours the task uses; only their images change a view,
     so the space of candidate views is t (8) x injective maps of those k colours into 1..9. When the space is
@@ -346,7 +374,7 @@ def search_fast(
     random trials find.
     """
     size = table_size(num_aug + 1)
-    for task in nb.prange(keys.shape[0]):
+    for task in range(first, keys.shape[0], step):
         table_a = np.zeros(size, dtype=np.uint64)
         table_b = np.zeros(size, dtype=np.uint64)
         used = np.zeros(size, dtype=np.uint8)
@@ -498,7 +526,7 @@ def offsets_exact(
                 row += 1
 
 
-@nb.njit(cache=True, parallel=True)
+@nb.njit(cache=True, nogil=True)
 def offsets_fast(
     keys: np.ndarray,
     tasks: np.ndarray,
@@ -514,7 +542,7 @@ def offsets_fast(
     row_c: np.ndarray,
 ) -> None:
     """Train-split offsets with upstream's semantics (one untranslated example per puzzle), per-task streams."""
-    for i in nb.prange(tasks.shape[0]):
+    for i in range(tasks.shape[0]):
         task = tasks[i]
         counter = np.zeros(1, dtype=np.int64)
         n = ex_ptr[task + 1] - ex_ptr[task]
@@ -574,7 +602,7 @@ def layout_rows(
         group_indices[i + 1] = puzzle
 
 
-@nb.njit(cache=True, parallel=True, nogil=True)
+@nb.njit(cache=True, nogil=True)
 def render(
     start: int,
     stop: int,
@@ -593,7 +621,7 @@ def render(
     labels: np.ndarray,
 ) -> None:
     """Rows [start, stop) of a split as 30x30 token canvases into inputs/labels[: stop - start] (each (B, 900))."""
-    for i in nb.prange(stop - start):
+    for i in range(stop - start):
         row = start + i
         a = row_aug[row]
         t = aug_tid[a]
@@ -666,7 +694,7 @@ def _decode_canvas(row: np.ndarray, vocab: int, fa: np.ndarray, salt: np.uint64)
     return 0, r0, c0, key
 
 
-@nb.njit(cache=True, parallel=True, nogil=True)
+@nb.njit(cache=True, nogil=True)
 def scan_canvases(
     inputs: np.ndarray,
     labels: np.ndarray,
@@ -679,7 +707,7 @@ def scan_canvases(
     out_hash: np.ndarray,
 ) -> None:
     """Per row of a chunk: validity code, the shared offset r0 * 30 + c0, and the content hash of both grids."""
-    for i in nb.prange(inputs.shape[0]):
+    for i in range(inputs.shape[0]):
         ci, ri, ki, hi = _decode_canvas(inputs[i], vocab, fa, salt)
         co, ro, ko, ho = _decode_canvas(labels[i], vocab, fa, salt)
         code[i] = ci if ci else co
@@ -690,11 +718,11 @@ def scan_canvases(
         out_hash[i] = ho
 
 
-@nb.njit(cache=True, parallel=True)
+@nb.njit(cache=True, nogil=True)
 def view_hashes(grids: np.ndarray, tids: np.ndarray, cols: np.ndarray, wa: np.ndarray, fa: np.ndarray) -> np.ndarray:
     """Family-A content hash of view (tids[i], cols[i]) of grid grids[i], for i in range(len(grids))."""
     out = np.zeros(grids.shape[0], dtype=np.uint64)
-    for i in nb.prange(grids.shape[0]):
+    for i in range(grids.shape[0]):
         key = _U64(0)
         for c in range(10):
             key += fa[cols[i, c]] * wa[grids[i], tids[i], c]
@@ -707,9 +735,9 @@ def pair_key(a: np.uint64, b: np.uint64) -> np.uint64:
     return _splitmix(a ^ _splitmix(b))
 
 
-@nb.njit(cache=True, parallel=True)
+@nb.njit(cache=True, nogil=True)
 def pair_keys(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     out = np.empty(a.shape[0], dtype=np.uint64)
-    for i in nb.prange(a.shape[0]):
+    for i in range(a.shape[0]):
         out[i] = pair_key(a[i], b[i])
     return out

@@ -18,6 +18,7 @@ place at the end: an interrupted build leaves nothing that looks complete.
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import hashlib
 import json
 import logging
@@ -52,7 +53,7 @@ def build_dataset(cfg: DatasetConfig, output_dir: Path, *, workers: int | None =
     started = time.perf_counter()
     output_dir = Path(output_dir)
     _check_output_dir(output_dir)
-    threads = _set_threads(cfg.workers if workers is None else workers)
+    threads = _threads(cfg.workers if workers is None else workers)
     timings: dict[str, float] = {}
 
     tick = time.perf_counter()
@@ -60,7 +61,7 @@ def build_dataset(cfg: DatasetConfig, output_dir: Path, *, workers: int | None =
     timings["load_s"] = time.perf_counter() - tick
 
     tick = time.perf_counter()
-    plan = plan_dataset(cfg, subsets)
+    plan = plan_dataset(cfg, subsets, threads=threads)
     timings["plan_s"] = time.perf_counter() - tick
 
     tmp = output_dir.parent / f".{output_dir.name}.building-{os.getpid()}"
@@ -165,12 +166,14 @@ class Plan:
     trials: np.ndarray  # (T,) int64
     train: SplitPlan
     test: SplitPlan
-    identifiers: list[str]
+    identifiers_json: bytes  # identifiers.json exactly as upstream's json.dump writes the list of names
+    num_identifiers: int
     test_puzzles: dict[str, Any]
     num_aug: int
+    threads: int
 
 
-def plan_dataset(cfg: DatasetConfig, subsets: list[Subset]) -> Plan:
+def plan_dataset(cfg: DatasetConfig, subsets: list[Subset], *, threads: int = 1) -> Plan:
     """Choose the views of every task, the group order, the identifiers and the translation offsets."""
     tasks = [task for subset in subsets for task in subset.tasks.values()]
     is_test = np.array([subset.name == cfg.test_set for subset in subsets for _ in subset.tasks], dtype=bool)
@@ -206,10 +209,13 @@ def plan_dataset(cfg: DatasetConfig, subsets: list[Subset]) -> Plan:
     else:
         keys = np.array([K.stream_key(cfg.seed, t.id, 1) for t in tasks], dtype=np.uint64)
         colours = np.array([_colour_mask(t) for t in tasks], dtype=np.int64)
-        K.search_fast(
-            keys, *search_args, colours, wa, wb, fa, fb, cfg.num_aug, ENUMERATE_BELOW,
-            aug_tid, aug_col, aug_count, trials,
+        search_fast = functools.partial(
+            K.search_fast, step=threads, keys=keys, tp_ptr=all_pairs.ptr, tp_in=all_pairs.inp,
+            tp_out=all_pairs.out, task_colours=colours, wa=wa, wb=wb, fa=fa, fb=fb, num_aug=cfg.num_aug,
+            enumerate_below=ENUMERATE_BELOW, aug_tid=aug_tid, aug_col=aug_col, aug_count=aug_count, trials=trials,
         )  # fmt: skip
+        with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+            K.in_threads(pool, [functools.partial(search_fast, first) for first in range(threads)])
         group_order = np.arange(num_tasks)
 
     train_tasks = group_order
@@ -239,17 +245,20 @@ def plan_dataset(cfg: DatasetConfig, subsets: list[Subset]) -> Plan:
     test.puzzle_identifiers = np.concatenate(
         [np.arange(first_id[t], first_id[t] + aug_count[t]) for t in test_tasks] or [np.zeros(0)]
     ).astype(np.int32)
-    identifiers = [BLANK, *_names(tasks, train_tasks, aug_tid, aug_col, aug_count)]
+    identifiers_json = _identifiers_json(tasks, train_tasks, aug_tid, aug_col, aug_count)
     test_puzzles = {tasks[t].id: tasks[t].to_json() for t in test_tasks}
     short = int((aug_count < cols).sum())
     if short:
         log.info("%d of %d tasks have fewer than %d distinct views (few colours or symmetric)", short, num_tasks, cols)
-    return Plan(tasks, grids, aug_tid, aug_col, aug_count, trials, train, test, identifiers, test_puzzles, cfg.num_aug)
+    return Plan(
+        tasks, grids, aug_tid, aug_col, aug_count, trials, train, test, identifiers_json,
+        1 + int(aug_count.sum()), test_puzzles, cfg.num_aug, threads,
+    )  # fmt: skip
 
 
 def write_dataset(plan: Plan, out: Path) -> dict[str, dict[str, int]]:
     """Write identifiers.json, test_puzzles.json and both splits under `out`; returns per-split counts."""
-    num_ids = len(plan.identifiers)
+    num_ids = plan.num_identifiers
     counts = {}
     for name, split in (("train", plan.train), ("test", plan.test)):
         folder = out / name
@@ -273,7 +282,7 @@ def write_dataset(plan: Plan, out: Path) -> dict[str, dict[str, int]]:
         }
         (folder / "dataset.json").write_text(json.dumps(metadata))
         counts[name] = {"groups": len(split.tasks), "puzzles": puzzles, "examples": split.num_rows}
-    (out / "identifiers.json").write_text(json.dumps(plan.identifiers))
+    (out / "identifiers.json").write_bytes(plan.identifiers_json)
     (out / "test_puzzles.json").write_text(json.dumps(plan.test_puzzles))
     return counts
 
@@ -362,26 +371,34 @@ def _colour_mask(task: Task) -> int:
     return mask & ~1
 
 
-def _names(
+def _identifiers_json(
     tasks: list[Task], order: np.ndarray, aug_tid: np.ndarray, aug_col: np.ndarray, aug_count: np.ndarray
-) -> list[str]:
-    """Upstream's puzzle names in storage order: the task id, then `id|||t{tid}|||{digits}` per view."""
-    names = []
+) -> bytes:
+    """`json.dumps` of upstream's name list ("<blank>", then per group the task id and `id|||t{tid}|||{digits}`
+    per view), assembled from per-task byte templates instead of 876k Python strings."""
+    parts = [b'["<blank>"']
     for t in order:
-        count = aug_count[t]
-        digits = (aug_col[t, 1:count] + ord("0")).view("S10").ravel()
         task_id = tasks[t].id
-        names.append(task_id)
-        names.extend(
-            f"{task_id}|||t{tid}|||{d.decode()}" for tid, d in zip(aug_tid[t, 1:count].tolist(), digits, strict=True)
-        )
-    return names
+        encoded = json.dumps(task_id).encode()
+        parts.append(b", " + encoded)
+        count = int(aug_count[t]) - 1
+        if count == 0:
+            continue
+        # template row `, "<id>|||t0|||0000000000"`: the tid digit is 15 bytes from its end, the colours 11
+        template = np.frombuffer(b", " + encoded[:-1] + b"|||t0|||0000000000" + b'"', dtype=np.uint8)
+        rows = np.tile(template, (count, 1))
+        tid_at = len(template) - 15
+        rows[:, tid_at] = aug_tid[t, 1 : count + 1] + ord("0")
+        rows[:, tid_at + 4 : tid_at + 14] = aug_col[t, 1 : count + 1] + ord("0")
+        parts.append(rows.tobytes())
+    parts.append(b"]")
+    return b"".join(parts)
 
 
 def _write_rows(plan: Plan, split: SplitPlan, folder: Path) -> None:
     """Render the split's rows window by window and append them to all__inputs.npy / all__labels.npy.
 
-    Rendering of window k + 1 (numba threads, GIL released) overlaps the write of window k (a Python thread).
+    Rendering of window k + 1 (`threads` threads, GIL released) overlaps the writes of window k (two more).
     """
     n = split.num_rows
     tids = plan.aug_tid.reshape(-1)
@@ -393,6 +410,7 @@ def _write_rows(plan: Plan, split: SplitPlan, folder: Path) -> None:
         open(folder / "all__inputs.npy", "wb", buffering=0) as f_in,
         open(folder / "all__labels.npy", "wb", buffering=0) as f_out,
         concurrent.futures.ThreadPoolExecutor(2) as writers,
+        concurrent.futures.ThreadPoolExecutor(plan.threads) as renderers,
     ):
         for f in (f_in, f_out):
             _write_header(f, (n, K.CANVAS * K.CANVAS), np.uint8)
@@ -400,10 +418,28 @@ def _write_rows(plan: Plan, split: SplitPlan, folder: Path) -> None:
         for k, start in enumerate(range(0, n, window)):
             stop = min(start + window, n)
             buf = buffers[k % 2]
-            K.render(
-                start, stop, split.row_in, split.row_out, split.row_aug, split.row_r, split.row_c,
-                g.cells, g.off, g.h, g.w, tids, colours, buf[0], buf[1],
-            )  # fmt: skip
+            calls = [
+                functools.partial(
+                    K.render,
+                    start + a,
+                    start + b,
+                    split.row_in,
+                    split.row_out,
+                    split.row_aug,
+                    split.row_r,
+                    split.row_c,
+                    g.cells,
+                    g.off,
+                    g.h,
+                    g.w,
+                    tids,
+                    colours,
+                    buf[0, a:b],
+                    buf[1, a:b],
+                )  # fmt: skip
+                for a, b in K.ranges(stop - start, plan.threads)
+            ]
+            K.in_threads(renderers, calls)
             for future in pending:  # the other buffer's writes: it is rendered into next
                 future.result()
             pending = [writers.submit(_write_all, f, buf[i, : stop - start]) for i, f in enumerate((f_in, f_out))]
@@ -428,12 +464,9 @@ def _save(path: Path, array: np.ndarray) -> None:
         np.save(f, array)
 
 
-def _set_threads(workers: int) -> int:
-    import numba
-
-    threads = numba.config.NUMBA_NUM_THREADS if workers == 0 else min(workers, numba.config.NUMBA_NUM_THREADS)
-    numba.set_num_threads(threads)
-    return threads
+def _threads(workers: int) -> int:
+    available = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return available if workers == 0 else workers
 
 
 def _check_output_dir(path: Path) -> None:

@@ -15,6 +15,7 @@ import hashlib
 import json
 import logging
 import math
+import os
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ SPLITS = ("train", "test")
 TOP_FILES = {"identifiers.json", "test_puzzles.json", "build.json", "verify.json"}
 CHUNK_ROWS = 32768  # rows per read: 2 x 29.5 MB
 MAX_LISTED = 5  # per kind of problem; the rest are counted
+THREADS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def verify_dataset(path: Path) -> dict[str, Any]:
@@ -248,7 +250,7 @@ class _Verifier:
         with (
             open(folder / "all__inputs.npy", "rb") as f_in,
             open(folder / "all__labels.npy", "rb") as f_out,
-            concurrent.futures.ThreadPoolExecutor(2) as pool,
+            concurrent.futures.ThreadPoolExecutor(2 + THREADS) as pool,
         ):
             files = {"inputs": f_in, "labels": f_out}
             for name, f in files.items():
@@ -262,13 +264,24 @@ class _Verifier:
                     if got != views[name].nbytes:
                         self.fail("array", f"{split}/all__{name}.npy is truncated: rows end before {stop}")
                         return {}
-                hashing = [pool.submit(digests[n].update, memoryview(views[n]).cast("B")) for n in views]
-                K.scan_canvases(
-                    views["inputs"], views["labels"], meta.vocab_size, self.fa, self.salt,
-                    code[start:stop], offset[start:stop], in_hash[start:stop], out_hash[start:stop],
-                )  # fmt: skip
-                for future in hashing:
-                    future.result()
+                jobs = [pool.submit(digests[n].update, memoryview(views[n]).cast("B")) for n in views]
+                jobs += [
+                    pool.submit(
+                        K.scan_canvases,
+                        views["inputs"][a:b],
+                        views["labels"][a:b],
+                        meta.vocab_size,
+                        self.fa,
+                        self.salt,
+                        code[start + a : start + b],
+                        offset[start + a : start + b],
+                        in_hash[start + a : start + b],
+                        out_hash[start + a : start + b],
+                    )  # fmt: skip
+                    for a, b in K.ranges(stop - start, THREADS)
+                ]
+                for job in jobs:
+                    job.result()
             for name, f in files.items():
                 if f.read(1):
                     self.fail("array", f"{split}/all__{name}.npy has bytes after its {num_rows} rows")

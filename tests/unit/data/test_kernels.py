@@ -112,7 +112,7 @@ def test_fast_search_finds_every_view_of_a_one_colour_task():
     col = np.zeros((1, num_aug + 1, 10), np.uint8)
     count, trials = np.zeros(1, np.int64), np.zeros(1, np.int64)
     K.search_fast(
-        np.array([np.uint64(7)]), np.array([0, 1]), np.array([0]), np.array([1]), np.array([0b10]),
+        0, 1, np.array([np.uint64(7)]), np.array([0, 1]), np.array([0]), np.array([1]), np.array([0b10]),
         wa, wb, fa, fb, num_aug, ENUMERATE_BELOW, tid, col, count, trials,
     )  # fmt: skip
     assert count[0] == 72
