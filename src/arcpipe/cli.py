@@ -295,6 +295,16 @@ def _add_eval(stages: argparse._SubParsersAction) -> None:
     evaluate.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when available")
     evaluate.set_defaults(handler=_eval_evaluate)
 
+    predict = stages.add_parser("predict", help="submission.json for an ARC challenges file, without a built dataset")
+    predict.add_argument("challenges", type=Path, help="ARC challenges JSON (Kaggle layout)")
+    predict.add_argument("checkpoint", type=Path, help="an arcpipe weights file")
+    predict.add_argument("--identifiers", type=Path, required=True, help="the identifiers.json it was trained with")
+    predict.add_argument("--out", type=Path, required=True, help="submission.json to write")
+    predict.add_argument("--solutions", type=Path, help="ARC solutions JSON: also print pass@K")
+    predict.add_argument("--config", type=Path, help="workflow or run config: its `evaluation:` section")
+    predict.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when available")
+    predict.set_defaults(handler=_eval_predict)
+
     report = stages.add_parser("report", help="pass@K tables and plots from evaluation directories")
     report.add_argument("--out", type=Path, required=True, help="directory for the tables and PNGs")
     report.add_argument("--metrics", type=Path, nargs="*", default=[], help="results/eval/<run>/epoch_<N>/metrics.json")
@@ -309,6 +319,18 @@ def _eval_evaluate(args: argparse.Namespace) -> int:
 
     config = load_evaluation_config(args.config) if args.config else None
     evaluate_checkpoint(args.checkpoint, args.dataset, args.out, config, quick=args.quick, device=args.device)
+    return 0
+
+
+def _eval_predict(args: argparse.Namespace) -> int:
+    from arcpipe.eval.predict import load_evaluation_config, predict_challenges
+
+    config = load_evaluation_config(args.config) if args.config else None
+    passk = predict_challenges(
+        args.challenges, args.checkpoint, args.identifiers, args.out, args.solutions, config, device=args.device
+    )
+    if passk:
+        print(", ".join(f"pass@{k} {100 * v:.2f}%" for k, v in passk.items()))
     return 0
 
 

@@ -12,6 +12,7 @@ process group (upstream.md 5.7, item 1).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import time
@@ -26,7 +27,7 @@ import torch.distributed as dist
 
 from arcpipe.config import ArcpipeError, EvaluationConfig
 from arcpipe.eval.passk import load_test_puzzles
-from arcpipe.eval.results import evaluate_predictions, load_identifiers, write_results
+from arcpipe.eval.results import atomic_write_many, evaluate_predictions, load_identifiers, write_results
 from arcpipe.eval.vote import parse_identifiers
 
 log = logging.getLogger(__name__)
@@ -130,6 +131,90 @@ def evaluate_checkpoint(
         distributed.teardown(env)
 
 
+def predict_challenges(
+    challenges: str | Path,
+    checkpoint: str | Path,
+    identifiers_path: str | Path,
+    out: str | Path,
+    solutions: str | Path | None = None,
+    config: EvaluationConfig | None = None,
+    device: str | None = None,
+) -> dict[int, float] | None:
+    """submission.json for an ARC challenges file, straight from the checkpoint, without a built dataset.
+
+    Every task's test inputs are shown under each view the checkpoint has a puzzle embedding for (the names in
+    the identifiers.json it was trained with: the original and its augmentations), then voted on as in
+    `arcpipe evaluate`. With `solutions`, returns (and logs) pass@K. A task without an embedding is refused.
+    """
+    from arcpipe.data.augment import parse_identifier, to_canvas
+    from arcpipe.eval.passk import load_tasks_from_json
+    from arcpipe.models.io import check_identifiers, load_weights, read_weights
+    from arcpipe.train import distributed
+
+    config = config or EvaluationConfig()
+    challenges, identifiers_path, checkpoint = Path(challenges), Path(identifiers_path), Path(checkpoint)
+    raw = _read_tasks(challenges)
+    if solutions is not None:
+        answers = _read_tasks(Path(solutions))
+        for name, task in raw.items():
+            for j, pair in enumerate(task.get("test", []) if isinstance(task, dict) else []):
+                if isinstance(pair, dict) and name in answers and j < len(answers[name]):
+                    pair["output"] = answers[name][j]
+    test = load_tasks_from_json(raw, str(challenges))
+    meta = {k: v for k, v in read_weights(checkpoint).items() if k != "model"}
+    check_identifiers(meta, _sha256(identifiers_path), source=checkpoint, dataset=identifiers_path)
+    identifiers = load_identifiers(identifiers_path)
+    names, _, _ = parse_identifiers(identifiers)
+    views: dict[str, list[int]] = {}
+    for i, task in enumerate(names):
+        if i:  # 0 is the blank identifier
+            views.setdefault(task, []).append(i)
+    unknown = [name for name in test.task_names if name not in views]
+    if unknown:
+        raise ArcpipeError(
+            f"{challenges}: {len(unknown)} task(s) have no puzzle embedding in {checkpoint} (e.g. {unknown[0]}); "
+            "the checkpoint can only answer tasks of the dataset it was trained with (adapting new embeddings, "
+            "--adapt, is not implemented yet)"
+        )
+    # rows: task by task, view by view (identifier order), test input by test input, like a built test split
+    canvases, labels, ids = [], [], []
+    for t, task in enumerate(test.task_names):
+        pairs = range(test.task_pair_start[t], test.task_pair_start[t + 1])
+        for pid in views[task]:
+            augmentation = parse_identifier(identifiers[pid])[1]
+            for p in pairs:
+                x = augmentation.apply(test.group_inputs[test.pair_group[p]])
+                y = augmentation.apply(test.labels[p]) if test.has_label[p] else None
+                canvases.append(to_canvas(np.ascontiguousarray(x)))
+                labels.append(to_canvas(np.ascontiguousarray(y)) if y is not None else np.zeros(900, np.uint8))
+                ids.append(pid)
+    inputs, label_tokens, example_ids = np.stack(canvases), np.stack(labels), np.array(ids, dtype=np.int64)
+    want_gpu = (device or ("cuda" if torch.cuda.is_available() else "cpu")) != "cpu"
+    env = distributed.setup(None, gpus=1 if want_gpu else 0)
+    try:
+        local_batch = max(min(config.batch_size // env.world_size, -(-len(ids) // env.world_size)), 1)
+        head, _ = load_weights(checkpoint, env.device, batch_size=local_batch)
+        rows = np.arange(len(ids), dtype=np.int64)
+        predictions = predict(head, inputs, label_tokens, example_ids, rows, local_batch, env)
+        if env.rank != 0:
+            return None
+        assert predictions is not None
+        result = evaluate_predictions(
+            inputs, predictions.preds, example_ids, predictions.q_halt_logits, identifiers, test, config.pass_ks
+        )
+        out = Path(out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_many(out.parent, {out.name: json.dumps(result.submission, separators=(",", ":")).encode()})
+        log.info("%s: %d tasks, %d views -> %s", challenges, test.num_tasks, len(ids), out)
+        if solutions is None:
+            return None
+        log.info("%s", ", ".join(f"pass@{k} {100 * v:.2f}%" for k, v in result.scores.pass_at.items()))
+        return result.scores.pass_at
+    finally:
+        distributed.barrier(env)
+        distributed.teardown(env)
+
+
 def predict(
     head: torch.nn.Module,
     inputs: np.ndarray,
@@ -224,6 +309,23 @@ def check_sizes(meta: Mapping[str, Any], metadata: Any, checkpoint: Path, datase
             f"{checkpoint}: does not match {dataset_dir}: {'; '.join(problems)}; evaluate on the dataset it was "
             "trained with"
         )
+
+
+def _sha256(path: Path) -> str:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError as err:
+        raise ArcpipeError(f"{path}: cannot read identifiers ({err.strerror})") from None
+
+
+def _read_tasks(path: Path) -> dict[str, Any]:
+    try:
+        raw = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise ArcpipeError(f"{path}: cannot read ARC tasks ({err})") from None
+    if not isinstance(raw, dict):
+        raise ArcpipeError(f"{path}: expected a JSON object mapping task ids to tasks")
+    return raw
 
 
 def rows_of_tasks(example_ids: np.ndarray, identifiers: Sequence[str], tasks: Sequence[str]) -> np.ndarray:

@@ -17,7 +17,7 @@ import torch
 from arcpipe.cli import main
 from arcpipe.config import ArcpipeError, EvaluationConfig
 from arcpipe.data.dataset import identifiers_sha256, load_split
-from arcpipe.eval.predict import evaluate_checkpoint, predict
+from arcpipe.eval.predict import evaluate_checkpoint, predict, predict_challenges
 from arcpipe.models.io import save_weights
 from arcpipe.models.registry import build_model, make_arch_config
 from arcpipe.optim import make_optimizers
@@ -180,3 +180,59 @@ def test_two_gloo_processes_give_the_same_results_as_one(checkpoint, tiny_datase
         for key in ("count", "first", "candidate_cells", "candidate_shapes"):
             assert np.array_equal(a[key], b[key]), key
         np.testing.assert_allclose(a["q_sum"], b["q_sum"], rtol=1e-6)
+
+
+def test_predict_from_challenges_matches_evaluating_the_built_test_split(checkpoint, tiny_dataset, tmp_path):
+    # test_puzzles.json is a challenges file with the solutions inside; the views are the checkpoint's identifiers
+    metrics = evaluate_checkpoint(checkpoint, tiny_dataset, tmp_path / "eval", CONFIG, device="cpu")
+    passk = predict_challenges(
+        tiny_dataset / "test_puzzles.json",
+        checkpoint,
+        tiny_dataset / "identifiers.json",
+        tmp_path / "submission.json",
+        solutions=None,
+        config=CONFIG,
+        device="cpu",
+    )
+    assert passk is None
+    predicted = json.loads((tmp_path / "submission.json").read_text())
+    assert predicted == json.loads((tmp_path / "eval" / "submission.json").read_text())
+    solutions = {
+        k: [p["output"] for p in t["test"]]
+        for k, t in json.loads((tiny_dataset / "test_puzzles.json").read_text()).items()
+    }
+    (tmp_path / "solutions.json").write_text(json.dumps(solutions))
+    challenges = tmp_path / "challenges.json"
+    challenges.write_text(
+        json.dumps(
+            {
+                k: {"test": [{"input": p["input"]} for p in t["test"]]}
+                for k, t in json.loads((tiny_dataset / "test_puzzles.json").read_text()).items()
+            }
+        )
+    )
+    passk = predict_challenges(
+        challenges,
+        checkpoint,
+        tiny_dataset / "identifiers.json",
+        tmp_path / "s2.json",
+        tmp_path / "solutions.json",
+        CONFIG,
+        "cpu",
+    )
+    assert passk == {k: metrics[f"pass@{k}"] for k in CONFIG.pass_ks}
+
+
+def test_predict_refuses_tasks_the_checkpoint_has_no_embedding_for(checkpoint, tiny_dataset, tmp_path, capsys):
+    challenges = tmp_path / "challenges.json"
+    challenges.write_text(json.dumps({"ffffffff": {"test": [{"input": [[1, 2]]}], "train": []}}))
+    args = ["predict", str(challenges), str(checkpoint), "--identifiers", str(tiny_dataset / "identifiers.json")]
+    assert main([*args, "--out", str(tmp_path / "submission.json")]) == 2
+    assert "ffffffff" in capsys.readouterr().err and not (tmp_path / "submission.json").exists()
+
+
+def test_predict_refuses_malformed_challenge_grids(checkpoint, tiny_dataset, tmp_path):
+    challenges = tmp_path / "challenges.json"
+    challenges.write_text(json.dumps({"t": {"test": [{"input": [[1, 2], [3]]}]}}))
+    with pytest.raises(ArcpipeError, match="task t test 0 input"):
+        predict_challenges(challenges, checkpoint, tiny_dataset / "identifiers.json", tmp_path / "s.json")
