@@ -7,8 +7,10 @@ its jobs).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -32,12 +34,31 @@ def require_root() -> None:
 
 
 def snakemake(args: list[str], cwd: Path, env: dict[str, str], timeout_s: int) -> subprocess.CompletedProcess:
-    """`timeout -s INT -k 30 N snakemake ...`, output captured in cwd/snakemake.log."""
+    """`timeout -s INT -k 30 N snakemake ...` in its own process group, output in cwd/snakemake.log.
+
+    If the test is interrupted (pytest-timeout, Ctrl-C), the whole group gets SIGINT, then SIGKILL: Snakemake
+    cancels its cluster jobs on SIGINT and must not outlive the test.
+    """
     argv = ["timeout", "-s", "INT", "-k", "30", str(timeout_s), str(VENV_BIN / "snakemake"), *args]
     with open(cwd / "snakemake.log", "w") as log:
-        done = subprocess.run(argv, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, check=False)
-    done.stdout = (cwd / "snakemake.log").read_text()
-    return done
+        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            returncode = proc.wait()
+        except BaseException:
+            _stop_group(proc)
+            raise
+    return subprocess.CompletedProcess(argv, returncode, (cwd / "snakemake.log").read_text())
+
+
+def _stop_group(proc: subprocess.Popen) -> None:
+    for sig, grace in ((signal.SIGINT, 30), (signal.SIGKILL, 5)):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        try:
+            proc.wait(timeout=grace)
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def base_env(**extra: str) -> dict[str, str]:
