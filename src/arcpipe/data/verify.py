@@ -508,7 +508,8 @@ class _Verifier:
     def _hash_small_files(self) -> None:
         for path in sorted(self.path.rglob("*")):
             rel = str(path.relative_to(self.path))
-            if path.is_file() and rel not in self.files and path.name != "verify.json":
+            # dotfiles are workflow bookkeeping (Snakemake's .snakemake_timestamp), not dataset content
+            if path.is_file() and rel not in self.files and path.name != "verify.json" and path.name[0] != ".":
                 self.files[rel] = _sha256(path)
 
     def _check_checksums(self, previous: dict[str, Any] | None, build: dict[str, Any] | None) -> None:
