@@ -16,7 +16,8 @@ import pytest
 import yaml
 from clusterlib import ROOT, SENTINEL, base_env, files_containing, snakemake
 
-pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+# 15.7 min measured on a 2-core machine shared with other heavy jobs (load 7-11); CI has the machine to itself
+pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(1800)]
 COPIED = ["Snakefile", "rules", "config", "workflow", "profiles"]
 
 
@@ -38,7 +39,7 @@ def test_smoke_with_a_two_node_segment_through_slurm_leaks_no_key(tmp_path: Path
 
     env = base_env(WANDB_API_KEY=SENTINEL, WANDB_MODE="offline", HOME=str(home), TMPDIR=str(tmp))
     args = ["--configfile", *configfiles, "--profile", str(ROOT / "profiles/slurm-lab"), "smoke"]
-    done = snakemake(args, work, env, timeout_s=800)
+    done = snakemake(args, work, env, timeout_s=1700)
     assert done.returncode == 0, done.stdout[-5000:]
     assert "--ntasks-per-node=1" in done.stdout  # the 2-node segment went through srun + torchrun
 
