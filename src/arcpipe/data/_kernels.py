@@ -658,8 +658,20 @@ def _position_weight(salt: np.uint64, h: int, w: int, r: int, c: int) -> np.uint
     return _splitmix(salt ^ _splitmix(_U64(((h * 32 + w) * 32 + r) * 32 + c)))
 
 
+@nb.njit(cache=True, nogil=True)
+def position_table(salt: np.uint64) -> np.ndarray:
+    """(31, 31, 30, 30) table of `_position_weight(salt, h, w, r, c)`, so decoding need not hash per cell."""
+    out = np.zeros((31, 31, 30, 30), dtype=np.uint64)
+    for h in range(1, 31):
+        for w in range(1, 31):
+            for r in range(h):
+                for c in range(w):
+                    out[h, w, r, c] = _position_weight(salt, h, w, r, c)
+    return out
+
+
 @nb.njit(cache=True)
-def _decode_canvas(row: np.ndarray, vocab: int, fa: np.ndarray, salt: np.uint64) -> tuple[int, int, int, np.uint64]:
+def _decode_canvas(row: np.ndarray, vocab: int, fa: np.ndarray, weights: np.ndarray) -> tuple[int, int, int, np.uint64]:
     """(code, r0, c0, hash) of one (900,) canvas: a colour rectangle with its EOS edges and PAD elsewhere."""
     first = -1
     for i in range(CANVAS * CANVAS):
@@ -685,7 +697,7 @@ def _decode_canvas(row: np.ndarray, vocab: int, fa: np.ndarray, salt: np.uint64)
             if inside_r and inside_c:
                 if v < COLOUR_OFFSET:
                     return BAD_CANVAS, r0, c0, _U64(0)
-                key += fa[v - COLOUR_OFFSET] * _position_weight(salt, h, w, r - r0, c - c0)
+                key += fa[v - COLOUR_OFFSET] * weights[h, w, r - r0, c - c0]
             elif (r == r0 + h and inside_c) or (c == c0 + w and inside_r):
                 if v != EOS:
                     return BAD_CANVAS, r0, c0, _U64(0)
@@ -700,7 +712,7 @@ def scan_canvases(
     labels: np.ndarray,
     vocab: int,
     fa: np.ndarray,
-    salt: np.uint64,
+    weights: np.ndarray,
     code: np.ndarray,
     offset: np.ndarray,
     in_hash: np.ndarray,
@@ -708,8 +720,8 @@ def scan_canvases(
 ) -> None:
     """Per row of a chunk: validity code, the shared offset r0 * 30 + c0, and the content hash of both grids."""
     for i in range(inputs.shape[0]):
-        ci, ri, ki, hi = _decode_canvas(inputs[i], vocab, fa, salt)
-        co, ro, ko, ho = _decode_canvas(labels[i], vocab, fa, salt)
+        ci, ri, ki, hi = _decode_canvas(inputs[i], vocab, fa, weights)
+        co, ro, ko, ho = _decode_canvas(labels[i], vocab, fa, weights)
         code[i] = ci if ci else co
         if code[i] == 0 and (ri != ro or ki != ko):
             code[i] = BAD_OFFSET

@@ -80,6 +80,7 @@ class _Verifier:
         self.rows: dict[str, dict[str, np.ndarray]] = {}
         self.fa = K.colour_factors(K.SALT_A)
         self.salt = np.uint64(K.SALT_A)
+        self.weights = K.position_table(self.salt)  # (31, 31, 30, 30) position weights of family A
 
     def fail(self, kind: str, message: str) -> None:
         self.failures.add(kind, message)
@@ -272,7 +273,7 @@ class _Verifier:
                         views["labels"][a:b],
                         meta.vocab_size,
                         self.fa,
-                        self.salt,
+                        self.weights,
                         code[start + a : start + b],
                         offset[start + a : start + b],
                         in_hash[start + a : start + b],
