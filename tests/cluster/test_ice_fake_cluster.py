@@ -51,7 +51,7 @@ def test_cpu_multi_gpu_and_two_pod_jobs_run_through_api_hiccups(tmp_path: Path, 
     }
     configfile = write_runs(tmp_path / "runs.json", runs)
     env = {**fake_ice, "FAKE_KUBECTL_FAIL_EVERY": "3"}  # every third `kubectl get` fails like a flaky API
-    done = snakemake([*ice_args(configfile), "--retries", "0", "all"], tmp_path, env, timeout_s=400)
+    done = snakemake([*ice_args(configfile), "--retries", "0", "all"], tmp_path, env, timeout_s=800)
     assert done.returncode == 1, done.stdout[-3000:]
     assert done.stdout.count("Error in rule train") == 1 and "wildcards: run=bad" in done.stdout
     assert not (tmp_path / "out/bad.json").exists()

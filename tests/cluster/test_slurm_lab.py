@@ -37,7 +37,7 @@ def test_one_node_two_gpu_and_two_node_torchrun_through_the_slurm_executor(tmp_p
     }
     configfile = write_runs(tmp_path / "runs.json", runs)
     env = base_env(WANDB_API_KEY=SENTINEL)
-    done = snakemake([*slurm_args(configfile), "--retries", "0", "all"], tmp_path, env, timeout_s=420)
+    done = snakemake([*slurm_args(configfile), "--retries", "0", "all"], tmp_path, env, timeout_s=800)
     assert done.returncode == 1, done.stdout[-4000:]  # 1 = the failed job; 130/124 would be the timeout
     assert "SLURM status is: 'FAILED'" in done.stdout and "wildcards: run=bad" in done.stdout
 
