@@ -4,6 +4,7 @@ import os
 from snakemake.utils import validate
 
 from arcpipe.config import validate_config
+from arcpipe.launch import job_resources
 from arcpipe.launch import torchrun_launch as _torchrun_launch
 
 validate(config, "../config/schema.json")
@@ -79,17 +80,15 @@ def segment_group(wildcards):
     return f"train-{wildcards.run}-segment{index}"
 
 
-def gpus_for_run(wildcards):
-    run = CFG.runs[wildcards.run]
-    return run.nodes * run.gpus_per_node
+def shape_resource(name):
+    """A resource of the run's job shape (arcpipe.launch.job_resources); None leaves it unset."""
 
+    def lookup(wildcards):
+        run = CFG.runs[wildcards.run]
+        return job_resources(run.nodes, run.gpus_per_node)[name]
 
-def nodes_for_run(wildcards):
-    return CFG.runs[wildcards.run].nodes
-
-
-def gpus_per_node_for_run(wildcards):
-    return CFG.runs[wildcards.run].gpus_per_node
+    lookup.__name__ = f"{name}_for_run"
+    return lookup
 
 
 def runtime_for_run(wildcards):

@@ -49,9 +49,14 @@ rule train_segment:
     conda:
         "../envs/arcpipe.yaml"
     resources:
-        gpu=gpus_for_run,
-        nodes=nodes_for_run,
-        gpus_per_node=gpus_per_node_for_run,
+        gpu=shape_resource("gpu"),  # GPUs of a one-node job; 0 for several nodes (slurm_extra asks per node)
+        nodes=shape_resource("nodes"),
+        gpus_per_node=shape_resource("gpus_per_node"),
+        mem_mb=shape_resource("mem_mb"),
+        shm_mb=shape_resource("shm_mb"),  # memory-backed /dev/shm on ICE
+        tasks=shape_resource("tasks"),
+        mpi=shape_resource("mpi"),
+        slurm_extra=shape_resource("slurm_extra"),
         runtime=runtime_for_run,  # minutes; a profile's set-resources may override it
     params:
         launch=torchrun_launch,

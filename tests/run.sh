@@ -13,7 +13,7 @@ arcpipe config schema | diff -u config/schema.json - || {
     echo "config/schema.json is stale: run 'arcpipe config schema --output config/schema.json'" >&2
     exit 1
 }
-snakemake --lint
-snakemake -n full > /dev/null
+timeout -s INT -k 30 300 snakemake --lint
+timeout -s INT -k 30 300 snakemake -n full > /dev/null
 echo "== tests"
 pytest -q --timeout=900 "$@"
