@@ -202,14 +202,15 @@ def _add_config(stages: argparse._SubParsersAction) -> None:
 
 
 def _config_check(args: argparse.Namespace) -> int:
-    from arcpipe.config import load_config
+    from arcpipe.config import cost_per_hour, load_config
 
     cfg = load_config(args.config)
     for name, run in cfg.runs.items():
         print(
             f"{name}: {run.arch}/{run.preset} on {run.dataset}, {run.epochs} epochs, "
             f"{run.num_evaluations} checkpoints in {len(run.segment_ends())} segments, "
-            f"{run.nodes} node(s) x {run.gpus_per_node} GPU(s), target {run.target}"
+            f"{run.nodes} node(s) x {run.gpus_per_node} GPU(s), target {run.target}, "
+            f"{cost_per_hour(run, cfg.report.gpu_hour_price):.2f}/hour at {cfg.report.gpu_hour_price}/GPU-hour"
         )
     print(f"{args.config}: ok ({len(cfg.datasets)} datasets, {len(cfg.runs)} runs)")
     return 0
