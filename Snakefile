@@ -45,6 +45,11 @@ rule report:
         REPORT,
 
 
+rule kaggle:
+    input:
+        kaggle_bundle(),
+
+
 rule preflight:
     input:
         preflights_for("full"),

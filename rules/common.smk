@@ -161,3 +161,14 @@ def eval_gpus(wildcards):
 
 def eval_device(wildcards):
     return "--device cuda" if CFG.evaluation.gpus else "--device cpu"
+
+
+def identifiers_for_run(wildcards):
+    return f"{dataset_dir_for_run(wildcards)}/identifiers.json"
+
+
+def kaggle_bundle():
+    """The bundle `snakemake kaggle` makes: evaluation.kaggle_run (default: the first run) at its chosen epoch."""
+    name = CFG.evaluation.kaggle_run or next(iter(CFG.runs))
+    epoch = CFG.evaluation.kaggle_epoch or CFG.runs[name].epochs
+    return f"results/kaggle/{name}/epoch_{epoch}"

@@ -23,3 +23,17 @@ rule evaluate_checkpoint:
     shell:
         "arcpipe evaluate {input.ckpt} {params.data} --out results/eval/{wildcards.run}/epoch_{wildcards.epoch} "
         "--config {input.config} {params.device} > {log} 2>&1"
+
+
+rule bundle_kaggle:
+    input:
+        ckpt="results/runs/{run}/ckpt/epoch_{epoch}.pt",
+        identifiers=identifiers_for_run,
+    output:
+        directory("results/kaggle/{run}/epoch_{epoch}"),
+    log:
+        "logs/bundle_kaggle/{run}/epoch_{epoch}.log",
+    conda:
+        "../envs/arcpipe.yaml"
+    script:
+        "../workflow/scripts/bundle_kaggle.py"

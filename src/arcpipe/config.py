@@ -177,6 +177,8 @@ class EvaluationConfig(Strict):
     batch_size: int = Field(default=768, gt=0)  # global examples per inference batch
     quick_puzzles: int | None = Field(default=None, gt=0)  # a fixed subset of test puzzles, for fast feedback
     gpus: int = Field(default=0, ge=0)
+    kaggle_run: str | None = None  # the run `snakemake kaggle` bundles; None: the first run in the config
+    kaggle_epoch: int | None = Field(default=None, gt=0)  # its checkpoint; None: the run's last
 
 
 class ReportConfig(Strict):
@@ -207,6 +209,18 @@ class WorkflowConfig(Strict):
                     f"runs.{name}.dataset={run.dataset!r} is not declared under datasets "
                     f"(declared: {', '.join(sorted(self.datasets))})"
                 )
+        kaggle = self.evaluation.kaggle_run
+        if kaggle is not None and kaggle not in self.runs:
+            problems.append(f"evaluation.kaggle_run={kaggle!r} is not a run (runs: {', '.join(sorted(self.runs))})")
+        elif (
+            kaggle is not None
+            and self.evaluation.kaggle_epoch is not None
+            and self.evaluation.kaggle_epoch not in self.runs[kaggle].boundaries()
+        ):
+            problems.append(
+                f"evaluation.kaggle_epoch={self.evaluation.kaggle_epoch} is not a checkpoint of run {kaggle} "
+                f"(multiples of eval_interval={self.runs[kaggle].eval_interval})"
+            )
         if problems:
             raise ValueError("; ".join(problems))
         for name, run in self.runs.items():

@@ -10,12 +10,15 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from datetime import timedelta
-
-import torch
-import torch.distributed as dist
-from torch import nn
+from typing import TYPE_CHECKING, Any
 
 from arcpipe.config import ArcpipeError, RunConfig
+
+if TYPE_CHECKING:
+    from torch import nn
+
+# torch is imported inside the functions that need it: `is_rank_zero` configures logging for every CLI command,
+# and `arcpipe data ...` should not pay torch's import time
 
 
 @dataclass(frozen=True)
@@ -23,7 +26,7 @@ class DistEnv:
     rank: int
     local_rank: int
     world_size: int
-    device: torch.device = torch.device("cpu")
+    device: Any = None  # torch.device; set by setup()
 
     @property
     def is_distributed(self) -> bool:
@@ -45,6 +48,9 @@ def is_rank_zero() -> bool:
 
 def setup(run: RunConfig | None, gpus: int | None = None) -> DistEnv:
     """Pick the device and, under torchrun, join the process group; checks the launch matches the config."""
+    import torch
+    import torch.distributed as dist
+
     env = dist_env()
     want_gpu = (run.gpus_per_node if run is not None else gpus or 0) > 0
     if want_gpu:
@@ -72,17 +78,24 @@ def setup(run: RunConfig | None, gpus: int | None = None) -> DistEnv:
 
 
 def teardown(env: DistEnv) -> None:
+    import torch.distributed as dist
+
     if env.is_distributed and dist.is_initialized():
         dist.destroy_process_group()
 
 
 def barrier(env: DistEnv) -> None:
+    import torch.distributed as dist
+
     if env.is_distributed:
         dist.barrier()
 
 
 def all_reduce_grads(model: nn.Module, env: DistEnv) -> None:
     """Sum each parameter's gradient over ranks (a zero gradient where a rank had none)."""
+    import torch
+    import torch.distributed as dist
+
     if not env.is_distributed:
         return
     for p in model.parameters():
