@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 import torch
 
-
 RUNS = {
     "single": {},
     "accum": {"micro_batch_size": 2},  # 4 micro-batches of 2 per step

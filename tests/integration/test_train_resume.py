@@ -14,7 +14,6 @@ from pathlib import Path
 import torch
 
 
-
 def _train(config: Path, out: Path, data: Path, epoch: int, *extra: str, run: str = "r", env=None) -> subprocess.Popen:
     cmd = [
         sys.executable,

@@ -9,6 +9,4 @@ from arcpipe.shim import logged
 snakemake = snakemake  # noqa: F821  (injected by Snakemake)
 with logged(snakemake):
     output_dir = Path(snakemake.output.manifest).parent
-    build_dataset(
-        DatasetConfig.model_validate(snakemake.params.dataset), output_dir, workers=snakemake.threads
-    )
+    build_dataset(DatasetConfig.model_validate(snakemake.params.dataset), output_dir, workers=snakemake.threads)
