@@ -23,6 +23,7 @@ COPIED = ["Snakefile", "rules", "config", "workflow", "profiles"]
 
 def test_smoke_with_a_two_node_segment_through_slurm_leaks_no_key(tmp_path: Path, slurm_lab: None) -> None:
     work, home, tmp = tmp_path / "work", tmp_path / "home", tmp_path / "tmp"
+    work.mkdir()
     for name in COPIED:
         copy = shutil.copytree if (ROOT / name).is_dir() else shutil.copy2
         copy(ROOT / name, work / name)

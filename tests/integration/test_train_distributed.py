@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+
+from arcpipe.launch import torchrun_launch
 
 RUNS = {
     "single": {},
@@ -18,14 +21,13 @@ RUNS = {
 }
 
 
-def _run(config: Path, run: str, data: Path, out: Path, nproc: int) -> None:
-    args = ["--config", str(config), "--run", run, "--data", str(data), "--out", str(out), "--until-epoch", "2"]
-    if nproc == 1:
-        cmd = [sys.executable, "-m", "arcpipe", "train", *args]
-    else:
-        torchrun = Path(sys.executable).with_name("torchrun")
-        cmd = [str(torchrun), "--standalone", f"--nproc-per-node={nproc}", "-m", "arcpipe", "train", *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
+def _run(config: Path, run: str, data: Path, out: Path, nodes: int) -> None:
+    # the workflow's own launch prefix: for 2 CPU "nodes" on one machine, torchrun --standalone with 2 processes
+    cmd = [*shlex.split(torchrun_launch(nodes, 0)), "arcpipe", "train", "--config", str(config), "--run", run]
+    cmd += ["--data", str(data), "--out", str(out), "--until-epoch", "2"]
+    bin_dir = str(Path(sys.executable).parent)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
@@ -35,7 +37,7 @@ def trained(tiny_dataset, tmp_path_factory, write_config) -> dict[str, dict[str,
     config = write_config(root / "config.yaml", RUNS)
     weights = {}
     for name, changes in RUNS.items():
-        _run(config, name, tiny_dataset, root / name, nproc=changes.get("nodes", 1))
+        _run(config, name, tiny_dataset, root / name, nodes=changes.get("nodes", 1))
         weights[name] = torch.load(root / name / "ckpt/epoch_2.pt", weights_only=False)["model"]
     return weights
 

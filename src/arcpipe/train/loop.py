@@ -124,8 +124,13 @@ class Trainer:
             plan = plan_pass(self.split, run.seed, self.position.pass_index, run.eval_interval, run.global_batch_size)
             while self.position.batch < plan.num_batches and self.position.step < self.total_steps:
                 now = time.monotonic()
-                self.position.wall_seconds = wall_at_start + (now - started)
-                if deadline is not None and now >= deadline:
+                # rank 0's clock decides for every rank: the saves below are collectives
+                self.position.wall_seconds, out_of_time, side_due = self._agree(
+                    wall_at_start + (now - started),
+                    deadline is not None and now >= deadline,
+                    now - last_side >= run.side_checkpoint_minutes * 60,
+                )
+                if out_of_time:
                     self._save_side()
                     log.warning(
                         "deadline reached at step %d: saved %s; a retry continues from it",
@@ -145,17 +150,27 @@ class Trainer:
                 if max_new_steps is not None and self.position.step >= first_step + max_new_steps:
                     self._save_side()
                     return 0
-                record = self._train_step(plan, wandb)
-                progress.update(self.position.step, record)
-                if now - last_side >= run.side_checkpoint_minutes * 60:
+                if side_due and self.position.step > first_step:
                     self._save_side()
                     last_side = time.monotonic()
+                record = self._train_step(plan, wandb)
+                progress.update(self.position.step, record)
             self.position.wall_seconds = wall_at_start + (time.monotonic() - started)
             self._save_boundary((self.position.pass_index + 1) * run.eval_interval)
             self.position.pass_index += 1
             self.position.batch = 0
         wandb.finish()
         return 0
+
+    def _agree(self, wall_seconds: float, out_of_time: bool, side_due: bool) -> tuple[float, bool, bool]:
+        """Rank 0's view of the clock, on every rank (one tiny broadcast per step under torchrun)."""
+        if not self.env.is_distributed:
+            return wall_seconds, out_of_time, side_due
+        values = torch.tensor([wall_seconds, float(out_of_time), float(side_due)], dtype=torch.float64)
+        values = values.to(self.device)
+        dist.broadcast(values, src=0)
+        wall, out, side = values.tolist()
+        return wall, bool(out), bool(side)
 
     def _train_step(self, plan, wandb) -> dict[str, float]:
         run, env = self.run, self.env
