@@ -61,7 +61,9 @@ rule train_segment:
     params:
         launch=torchrun_launch,
         data=dataset_dir_for_run,
+    # `>>`: on ICE every pod of a multi-node job runs this line; `>` in a late pod would truncate pod 0's log
+    # (arcpipe.launch moves the other pods' output to <log>.pod<k>)
     shell:
         "{params.launch} arcpipe train --config {input.config} --run {wildcards.run} --data {params.data} "
         "--out results/runs/{wildcards.run} --until-epoch {wildcards.epoch} "
-        "--deadline {resources.runtime}m > {log} 2>&1"
+        "--deadline {resources.runtime}m >> {log} 2>&1"

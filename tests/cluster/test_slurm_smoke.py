@@ -18,7 +18,7 @@ from clusterlib import ROOT, SENTINEL, base_env, files_containing, snakemake
 
 # 15.7 min measured on a 2-core machine shared with other heavy jobs (load 7-11); CI has the machine to itself
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(1800)]
-COPIED = ["Snakefile", "rules", "config", "workflow", "profiles"]
+COPIED = ["Snakefile", "rules", "config", "workflow", "profiles", "envs"]
 
 
 def test_smoke_with_a_two_node_segment_through_slurm_leaks_no_key(tmp_path: Path, slurm_lab: None) -> None:
