@@ -304,6 +304,15 @@ def _add_eval(stages: argparse._SubParsersAction) -> None:
     predict.add_argument("--solutions", type=Path, help="ARC solutions JSON: also print pass@K")
     predict.add_argument("--config", type=Path, help="workflow or run config: its `evaluation:` section")
     predict.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when available")
+    predict.add_argument(
+        "--adapt",
+        type=float,
+        metavar="MINUTES",
+        help="fit new puzzle-embedding rows for tasks the checkpoint has none for, on their demonstrations, for "
+        "this long (weights frozen)",
+    )
+    predict.add_argument("--adapt-steps", type=int, metavar="N", help="stop adapting after N steps (with --adapt)")
+    predict.add_argument("--seed", type=int, default=0, help="seed of the adaptation's views and batches")
     predict.set_defaults(handler=_eval_predict)
 
     report = stages.add_parser("report", help="pass@K tables and plots from evaluation directories")
@@ -327,11 +336,22 @@ def _eval_predict(args: argparse.Namespace) -> int:
     from arcpipe.eval.predict import load_evaluation_config, predict_challenges
 
     config = load_evaluation_config(args.config) if args.config else None
-    passk = predict_challenges(
-        args.challenges, args.checkpoint, args.identifiers, args.out, args.solutions, config, device=args.device
+    if args.adapt is not None and args.adapt < 0:
+        raise ArcpipeError(f"--adapt {args.adapt}: the adaptation budget is minutes >= 0")
+    summary = predict_challenges(
+        args.challenges,
+        args.checkpoint,
+        args.identifiers,
+        args.out,
+        args.solutions,
+        config,
+        device=args.device,
+        adapt_minutes=args.adapt,
+        adapt_steps=args.adapt_steps,
+        seed=args.seed,
     )
-    if passk:
-        print(", ".join(f"pass@{k} {100 * v:.2f}%" for k, v in passk.items()))
+    if summary is not None and summary.pass_at:
+        print(", ".join(f"pass@{k} {100 * v:.2f}%" for k, v in summary.pass_at.items()))
     return 0
 
 

@@ -46,6 +46,14 @@ class Predictions:
     metric_sums: dict[str, float]  # the loss head's metric sums over these examples (with "count")
 
 
+@dataclass(frozen=True)
+class PredictSummary:
+    """What `predict_challenges` found: pass@K when solutions were given, the adaptation's figures when it ran."""
+
+    pass_at: dict[int, float] | None
+    adaptation: Any = None  # eval.adapt.AdaptStats
+
+
 def evaluate_checkpoint(
     checkpoint: str | Path,
     dataset_dir: str | Path,
@@ -139,12 +147,17 @@ def predict_challenges(
     solutions: str | Path | None = None,
     config: EvaluationConfig | None = None,
     device: str | None = None,
-) -> dict[int, float] | None:
+    adapt_minutes: float | None = None,
+    adapt_steps: int | None = None,
+    seed: int = 0,
+) -> PredictSummary | None:
     """submission.json for an ARC challenges file, straight from the checkpoint, without a built dataset.
 
     Every task's test inputs are shown under each view the checkpoint has a puzzle embedding for (the names in
     the identifiers.json it was trained with: the original and its augmentations), then voted on as in
-    `arcpipe evaluate`. With `solutions`, returns (and logs) pass@K. A task without an embedding is refused.
+    `arcpipe evaluate`. With `solutions`, the summary (rank 0's) has pass@K. A task without an embedding is
+    refused, unless `adapt_minutes` is given: then its views get new embedding rows, fitted on its demonstrations
+    for that time (or `adapt_steps` steps, whichever ends first) with every network weight frozen (eval/adapt.py).
     """
     from arcpipe.data.augment import parse_identifier, to_canvas
     from arcpipe.eval.passk import load_tasks_from_json
@@ -170,12 +183,23 @@ def predict_challenges(
         if i:  # 0 is the blank identifier
             views.setdefault(task, []).append(i)
     unknown = [name for name in test.task_names if name not in views]
-    if unknown:
+    if unknown and adapt_minutes is None:
         raise ArcpipeError(
             f"{challenges}: {len(unknown)} task(s) have no puzzle embedding in {checkpoint} (e.g. {unknown[0]}); "
-            "the checkpoint can only answer tasks of the dataset it was trained with (adapting new embeddings, "
-            "--adapt, is not implemented yet)"
+            "the checkpoint can only answer tasks of the dataset it was trained with, or pass --adapt MINUTES to "
+            "fit new embedding rows on their demonstrations first"
         )
+    demos = None
+    if unknown:
+        from arcpipe.data.arc import load_challenges
+        from arcpipe.eval.adapt import demonstrations, views_per_task
+
+        tasks = load_challenges(challenges)
+        num_aug = views_per_task(identifiers) - 1  # as many views as the checkpoint's own tasks have
+        demos = demonstrations({name: tasks[name] for name in unknown}, len(identifiers), num_aug, seed)
+        for offset, name in enumerate(demos.names):
+            views.setdefault(parse_identifier(name)[0], []).append(len(identifiers) + offset)
+        identifiers = [*identifiers, *demos.names]
     # rows: task by task, view by view (identifier order), test input by test input, like a built test split
     canvases, labels, ids = [], [], []
     for t, task in enumerate(test.task_names):
@@ -193,7 +217,13 @@ def predict_challenges(
     env = distributed.setup(None, gpus=1 if want_gpu else 0)
     try:
         local_batch = max(min(config.batch_size // env.world_size, -(-len(ids) // env.world_size)), 1)
-        head, _ = load_weights(checkpoint, env.device, batch_size=local_batch)
+        adaptation = None
+        if demos is None:
+            head, _ = load_weights(checkpoint, env.device, batch_size=local_batch)
+        else:
+            head, adaptation = _adapted_head(
+                checkpoint, meta, demos, config, env, adapt_minutes or 0.0, adapt_steps, seed
+            )
         rows = np.arange(len(ids), dtype=np.int64)
         predictions = predict(head, inputs, label_tokens, example_ids, rows, local_batch, env)
         if env.rank != 0:
@@ -207,12 +237,58 @@ def predict_challenges(
         atomic_write_many(out.parent, {out.name: json.dumps(result.submission, separators=(",", ":")).encode()})
         log.info("%s: %d tasks, %d views -> %s", challenges, test.num_tasks, len(ids), out)
         if solutions is None:
-            return None
+            return PredictSummary(None, adaptation)
         log.info("%s", ", ".join(f"pass@{k} {100 * v:.2f}%" for k, v in result.scores.pass_at.items()))
-        return result.scores.pass_at
+        return PredictSummary(dict(result.scores.pass_at), adaptation)
     finally:
         distributed.barrier(env)
         distributed.teardown(env)
+
+
+def _adapted_head(
+    checkpoint: Path,
+    meta: Mapping[str, Any],
+    demos: Any,
+    config: EvaluationConfig,
+    env: Any,
+    minutes: float,
+    max_steps: int | None,
+    seed: int,
+) -> tuple[torch.nn.Module, Any]:
+    """The checkpoint's model with its table extended by the rows of `demos`, those rows fitted (eval/adapt.py)."""
+    from arcpipe.eval.adapt import extend_table, fit_rows
+    from arcpipe.models.io import core_of, load_state, read_weights
+    from arcpipe.models.registry import arch_config_from_dict, build_model
+
+    ckpt = read_weights(checkpoint)
+    run = meta.get("run_config") or {}
+    # the run's global batch when it is known (the batch its embeddings were trained with), within the evaluator's
+    batch = min(int(run.get("global_batch_size", config.batch_size)), config.batch_size)
+    batch = max(batch // env.world_size, 1) * env.world_size
+    dataset = dict(ckpt["dataset"], num_puzzle_identifiers=ckpt["dataset"]["num_puzzle_identifiers"] + len(demos.names))
+    head = build_model(
+        arch_config_from_dict(ckpt["arch_config"]), **dataset, batch_size=batch // env.world_size, device=env.device
+    )
+    load_state(core_of(head), extend_table(ckpt["model"], len(demos.names), source=checkpoint), source=checkpoint)
+    stats = fit_rows(
+        head,
+        demos,
+        batch_size=batch,
+        lr=float(run.get("puzzle_emb_lr", 1e-2)),
+        weight_decay=float(run.get("puzzle_emb_weight_decay", 0.1)),
+        minutes=minutes,
+        max_steps=max_steps,
+        seed=seed,
+        env=env,
+    )
+    log.info(
+        "adapted %d new rows on %d demonstrations: %d steps in %.1f s; loss %.3f -> %.3f, token accuracy %.1f%%, "
+        "exact %.1f%% (last 10%% of steps)",
+        stats.new_rows, stats.demonstrations, stats.steps, stats.seconds, stats.first_loss, stats.last_loss,
+        100 * stats.last_accuracy, 100 * stats.last_exact,
+    )  # fmt: skip
+    head.eval()
+    return head, stats
 
 
 def predict(

@@ -195,7 +195,7 @@ def test_predict_from_challenges_matches_evaluating_the_built_test_split(checkpo
         config=CONFIG,
         device="cpu",
     )
-    assert passk is None
+    assert passk is not None and passk.pass_at is None and passk.adaptation is None
     predicted = json.loads((tmp_path / "submission.json").read_text())
     assert predicted == json.loads((tmp_path / "eval" / "submission.json").read_text())
     solutions = {
@@ -221,7 +221,7 @@ def test_predict_from_challenges_matches_evaluating_the_built_test_split(checkpo
         CONFIG,
         "cpu",
     )
-    assert passk == {k: metrics[f"pass@{k}"] for k in CONFIG.pass_ks}
+    assert passk is not None and passk.pass_at == {k: metrics[f"pass@{k}"] for k in CONFIG.pass_ks}
 
 
 def test_predict_refuses_tasks_the_checkpoint_has_no_embedding_for(checkpoint, tiny_dataset, tmp_path, capsys):
