@@ -125,12 +125,12 @@ def train(root: Path, task_ids: list[str], minutes: float, batch: int) -> list[d
     }
     (root / "config.yaml").write_text(yaml.safe_dump(raw))
     trainer = Trainer(load_config(root / "config.yaml"), "r", data, root / "out")
-    trainer._resume(100000)
+    trainer.resume(100000)
     plan = plan_pass(trainer.split, 0, 0, 2000, batch)
     deadline = time.monotonic() + minutes * 60
     curve = []
     while time.monotonic() < deadline and trainer.position.batch < plan.num_batches:
-        curve.append(trainer._train_step(plan, _NoWandb()))
+        curve.append(trainer.train_step(plan))
         if len(curve) % 50 == 0:
             r = curve[-1]
             print(f"step {r['step']}: lm_loss {r['train/lm_loss']:.3f} accuracy {r['train/accuracy']:.3f}", flush=True)
@@ -156,11 +156,6 @@ def plot(curve: list[dict], copy_baseline: float, png: Path) -> None:
     fig.tight_layout()
     png.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(png, dpi=100)
-
-
-class _NoWandb:
-    def log(self, record, step) -> None:
-        pass
 
 
 if __name__ == "__main__":

@@ -83,15 +83,15 @@ def _bench(root: Path, data: Path, name: str, overrides: dict, steps: int, batch
     config.write_text(yaml.safe_dump(raw))
     cfg = load_config(config)
     trainer = Trainer(cfg, "r", data, root / "out")
-    trainer._resume(1000)
+    trainer.resume(1000)
     plan = plan_pass(trainer.split, 0, 0, 1000, batch)
-    records = [trainer._train_step(plan, _NoWandb())]  # warm-up
+    records = [trainer.train_step(plan)]  # warm-up
     started = time.perf_counter()
-    records = [trainer._train_step(plan, _NoWandb()) for _ in range(steps)]
+    records = [trainer.train_step(plan) for _ in range(steps)]
     elapsed = time.perf_counter() - started
     wait = sum(r["time/data_wait_s"] for r in records) / sum(r["time/step_s"] for r in records)
     t0 = time.perf_counter()
-    trainer._save_boundary(1000)
+    trainer.save_boundary(1000)
     saved = time.perf_counter() - t0
     t1 = time.perf_counter()
     fresh = Trainer(cfg, "r", data, root / "out")
@@ -108,11 +108,6 @@ def _latest(out: Path):
 
     path = out / "state" / "epoch_1000.pt"
     return load_state(path), path
-
-
-class _NoWandb:
-    def log(self, record, step) -> None:
-        pass
 
 
 if __name__ == "__main__":

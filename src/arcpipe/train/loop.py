@@ -113,7 +113,7 @@ class Trainer:
                 f"--until-epoch {until_epoch}: not an evaluation boundary of run {self.run_name} "
                 f"(multiples of eval_interval={run.eval_interval} up to epochs={run.epochs})"
             )
-        self._resume(until_epoch)
+        self.resume(until_epoch)
         first_step = self.position.step
         started = time.monotonic()
         wall_at_start = self.position.wall_seconds
@@ -153,10 +153,10 @@ class Trainer:
                 if side_due and self.position.step > first_step:
                     self._save_side()
                     last_side = time.monotonic()
-                record = self._train_step(plan, wandb)
+                record = self.train_step(plan, wandb)
                 progress.update(self.position.step, record)
             self.position.wall_seconds = wall_at_start + (time.monotonic() - started)
-            self._save_boundary((self.position.pass_index + 1) * run.eval_interval)
+            self.save_boundary((self.position.pass_index + 1) * run.eval_interval)
             self.position.pass_index += 1
             self.position.batch = 0
         wandb.finish()
@@ -172,7 +172,11 @@ class Trainer:
         wall, out, side = values.tolist()
         return wall, bool(out), bool(side)
 
-    def _train_step(self, plan, wandb) -> dict[str, float]:
+    # ------------------------------------------------------------------------------------------------------------
+    # the stepping API (train_until drives it; benchmarks and notebooks may too): resume, train_step, save_boundary
+
+    def train_step(self, plan: Any, wandb: WandbMirror | None = None) -> dict[str, float]:
+        """One optimizer step on batch `position.batch` of `plan` (train/sampler.plan_pass); returns its metrics."""
         run, env = self.run, self.env
         t0 = time.perf_counter()
         examples, puzzles = batch_rows(
@@ -217,7 +221,8 @@ class Trainer:
         record["time/step_s"] = time.perf_counter() - t0
         record["time/data_wait_s"] = data_wait
         self.metrics.write(record)
-        wandb.log(record, step)
+        if wandb is not None:
+            wandb.log(record, step)
         return record
 
     @property
@@ -294,7 +299,7 @@ class Trainer:
         ]
         torch.set_rng_state(state["torch_rng"])
 
-    def _resume(self, until_epoch: int) -> None:
+    def resume(self, until_epoch: int) -> None:
         """Continue from the side checkpoint if it is ahead and matches, else from the latest boundary state."""
         run = self.run
         candidates = []
@@ -340,7 +345,8 @@ class Trainer:
             self.metrics.flush()
         distributed.barrier(self.env)
 
-    def _save_boundary(self, epoch: int) -> None:
+    def save_boundary(self, epoch: int) -> None:
+        """Write boundary `epoch`'s ckpt, state and metrics files (a collective under torchrun)."""
         state = self._state()
         if self.env.rank == 0:
             meta = {
