@@ -62,14 +62,17 @@ def test_cpu_multi_gpu_and_two_pod_jobs_run_through_api_hiccups(tmp_path: Path, 
     assert multi["world_size"] == 2 and multi["sum"] == 55 * (1 + 2)
     assert sorted(p["pod_index"] for p in multi["procs"]) == ["0", "1"]  # one rank per pod
     assert all(p["has_wandb_key"] for p in multi["procs"])  # the Secret reached the pods
-    # both pods ran the rule's shell into the same log; pod 1 moved its output beside it
+    # pod 0 ran Snakemake's job wrapper, which ran the rule as node 0 into the job's log; pod 1 ran only the
+    # rule's command (no second wrapper to delete that log), and arcpipe.launch moved its output beside it
     pod0_log = (tmp_path / "logs/train/multi.log").read_text()
-    if not pod0_log:
-        # TODO(#6): every pod runs Snakemake's job wrapper, and a follower's wrapper deletes the job's log (which
-        # pod 0 may already be writing) before it runs the rule; followers must not run the wrapper
-        pytest.xfail("known race: a follower pod's Snakemake wrapper removed pod 0's log")
-    assert "torchrun --nnodes=2 --node-rank=0" in pod0_log
+    assert "torchrun --nnodes=2 --node-rank=0" in pod0_log, pod0_log
+    assert "--node-rank=1" not in pod0_log
     assert "--node-rank=1" in (tmp_path / "logs/train/multi.log.pod1").read_text()
+    pods = Path(env["FAKE_KUBECTL_STATE"]) / "arcpipe/pods"
+    [pod_dir] = pods.glob("smk-train-multi-*")
+    pod0_out, pod1_out = (pod_dir / "0.log").read_text(), (pod_dir / "1.log").read_text()
+    assert "Building DAG of jobs" in pod0_out and "Building DAG of jobs" not in pod1_out
+    assert "follower 1: rule train (run=multi)" in pod1_out
 
     state = Path(env["FAKE_KUBECTL_STATE"])
     jobs = [json.loads(p.read_text()) for p in state.glob("arcpipe/job/*.json")]

@@ -21,6 +21,21 @@ submit = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(submit)
 
 DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+# what follower_plan.py reports for the jobscript below (planned for real in test_ice_followers.py)
+FOLLOWERS = [
+    {
+        "rule": "train_segment",
+        "jobid": 0,
+        "wildcards": {"run": "trm-arc1-s0", "epoch": "48"},
+        "input": ["results/runs/trm-arc1-s0/config.yaml"],
+        "output": ["results/runs/trm-arc1-s0/ckpt/epoch_48.pt"],
+        "log": ["logs/train_segment/trm-arc1-s0/epoch_48.log"],
+        "threads": 8,
+        "tmpdir": "/tmp",
+        "nodes": 4,
+        "shellcmd": "python -m arcpipe.launch --nodes 4 --gpus-per-node 8 -- arcpipe train --run trm-arc1-s0",
+    }
+]
 
 
 def jobscript(rule: str = "train_segment", threads: int = 8, **resources: Any) -> str:
@@ -86,7 +101,8 @@ def test_one_node_multi_gpu_job_gets_gpus_memory_shm_deadline_and_secret() -> No
 
 
 def test_multi_node_job_is_an_indexed_job_with_a_headless_service_and_rendezvous() -> None:
-    job, service = submit.render(jobscript(gpu=0, nodes=4, gpus_per_node=8, tasks=4, mpi="srun"), env={})
+    text = jobscript(gpu=0, nodes=4, gpus_per_node=8, tasks=4, mpi="srun")
+    job, service = submit.render(text, env={}, followers=FOLLOWERS)
     service["metadata"]["ownerReferences"] = [
         {"apiVersion": "batch/v1", "kind": "Job", "name": job["metadata"]["name"], "uid": "0-0"}
     ]
@@ -103,6 +119,13 @@ def test_multi_node_job_is_an_indexed_job_with_a_headless_service_and_rendezvous
     assert env["ARCPIPE_MASTER_ADDR"]["value"] == f"{name}-0.{name}"
     assert service["spec"]["clusterIP"] == "None" and service["spec"]["selector"] == {"job-name": name}
     assert service["spec"]["publishNotReadyAddresses"] is True
+    # pod 0 runs Snakemake's job wrapper; the other pods only the rule's command, in the jobscript's workdir
+    bash, flag, dispatch, _, pod0, follower = container(job)["command"]
+    assert (bash, flag, dispatch, pod0) == ("/bin/bash", "-c", submit.POD_DISPATCH, text)
+    assert "snakemake" not in follower and "cd /workspace/arcpipe\n" in follower
+    assert "'python -m arcpipe.launch --nodes 4 --gpus-per-node 8 -- arcpipe train --run trm-arc1-s0'" in follower
+    assert "wait_for_files 5 results/runs/trm-arc1-s0/config.yaml" in follower  # no --latency-wait: 5 s
+    assert "mkdir -p logs/train_segment/trm-arc1-s0 results/runs/trm-arc1-s0/ckpt" in follower
 
 
 def test_group_jobs_long_names_and_overrides_stay_valid() -> None:
@@ -120,10 +143,11 @@ def test_group_jobs_long_names_and_overrides_stay_valid() -> None:
 
 def test_the_jobscript_is_the_command_and_no_secret_is_rendered(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("WANDB_API_KEY", SENTINEL)
-    text = jobscript(gpu=0, nodes=2, gpus_per_node=1)
+    text = jobscript(gpu=0, nodes=1, gpus_per_node=1)
     manifests = submit.render(text)  # the driver's real environment, with the key in it
     assert container(manifests[0])["command"] == ["/bin/bash", "-c", text]
-    assert SENTINEL not in json.dumps(manifests)
+    multi = submit.render(jobscript(gpu=0, nodes=2, gpus_per_node=1), followers=FOLLOWERS)
+    assert SENTINEL not in json.dumps([*manifests, *multi])
 
 
 def test_the_driver_mounts_what_the_jobs_mount() -> None:
