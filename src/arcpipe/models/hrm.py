@@ -10,7 +10,7 @@ Halting is q_halt > q_continue, and q_continue learns a bootstrapped target from
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 from pydantic import Field
@@ -34,26 +34,9 @@ class HRM(RecursiveCore):
     halt_rule = "q_halt>q_continue"
     bootstrap_q = True
 
-    def __init__(
-        self,
-        config: HRMConfig,
-        *,
-        vocab_size: int,
-        seq_len: int,
-        num_puzzle_identifiers: int,
-        batch_size: int,
-        forward_dtype: torch.dtype,
-    ) -> None:
-        super().__init__(
-            **config.core_kwargs(),
-            vocab_size=vocab_size,
-            seq_len=seq_len,
-            num_puzzle_identifiers=num_puzzle_identifiers,
-            batch_size=batch_size,
-            forward_dtype=forward_dtype,
-            halt_max_steps=config.halt_max_steps,
-            halt_exploration_prob=config.halt_exploration_prob,
-        )
+    def __init__(self, config: HRMConfig, **sizes: Any) -> None:
+        super().__init__(**config.core_kwargs(), **sizes)  # sizes: see RecursiveCore
+        forward_dtype = self.forward_dtype
         self.config = config
         self.H_level = make_blocks(config.H_layers, **config.block_kwargs())
         self.L_level = make_blocks(config.L_layers, **config.block_kwargs())

@@ -397,7 +397,13 @@ class CoreConfig(BaseModel):
             puzzle_emb_len=self.prefix_len,
             pos_encodings=self.pos_encodings,
             rope_theta=self.rope_theta,
+            **self.halt_kwargs(),
         )
+
+    def halt_kwargs(self) -> dict[str, Any]:
+        """ACT limits from the arch's own fields (every arch but URM names them halt_max_steps and
+        halt_exploration_prob; URMConfig overrides this)."""
+        return dict(halt_max_steps=self.halt_max_steps, halt_exploration_prob=self.halt_exploration_prob)  # type: ignore[attr-defined]
 
     def block_kwargs(self) -> dict[str, Any]:
         return dict(

@@ -6,7 +6,7 @@ q_halt > q_continue; as upstream's trainer never asks for a Q-continue target, q
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 from pydantic import Field
@@ -28,26 +28,9 @@ class TransformerConfig(CoreConfig):
 class Transformer(RecursiveCore):
     halt_rule = "q_halt>q_continue"
 
-    def __init__(
-        self,
-        config: TransformerConfig,
-        *,
-        vocab_size: int,
-        seq_len: int,
-        num_puzzle_identifiers: int,
-        batch_size: int,
-        forward_dtype: torch.dtype,
-    ) -> None:
-        super().__init__(
-            **config.core_kwargs(),
-            vocab_size=vocab_size,
-            seq_len=seq_len,
-            num_puzzle_identifiers=num_puzzle_identifiers,
-            batch_size=batch_size,
-            forward_dtype=forward_dtype,
-            halt_max_steps=config.halt_max_steps,
-            halt_exploration_prob=config.halt_exploration_prob,
-        )
+    def __init__(self, config: TransformerConfig, **sizes: Any) -> None:
+        super().__init__(**config.core_kwargs(), **sizes)  # sizes: see RecursiveCore
+        forward_dtype = self.forward_dtype
         self.config = config
         if not config.act_enabled:
             self.halt_rule = "none"

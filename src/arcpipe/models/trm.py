@@ -11,7 +11,7 @@ so the last cycle is back-propagated in full. Outputs come from z_H; the 16-posi
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 from pydantic import Field, model_validator
@@ -52,30 +52,13 @@ class TRMConfig(CoreConfig):
 
 
 class TRM(RecursiveCore):
-    def __init__(
-        self,
-        config: TRMConfig,
-        *,
-        vocab_size: int,
-        seq_len: int,
-        num_puzzle_identifiers: int,
-        batch_size: int,
-        forward_dtype: torch.dtype,
-    ) -> None:
-        super().__init__(
-            **config.core_kwargs(),
-            vocab_size=vocab_size,
-            seq_len=seq_len,
-            num_puzzle_identifiers=num_puzzle_identifiers,
-            batch_size=batch_size,
-            forward_dtype=forward_dtype,
-            halt_max_steps=config.halt_max_steps,
-            halt_exploration_prob=config.halt_exploration_prob,
-        )
+    def __init__(self, config: TRMConfig, **sizes: Any) -> None:
+        super().__init__(**config.core_kwargs(), **sizes)  # sizes: see RecursiveCore
+        forward_dtype = self.forward_dtype
         self.config = config
         self.halt_rule = "q_halt>0" if config.no_ACT_continue else "q_halt>q_continue"
         self.bootstrap_q = not config.no_ACT_continue
-        mlp_t_len = seq_len + config.prefix_len if config.mlp_t else None
+        mlp_t_len = self.seq_len + config.prefix_len if config.mlp_t else None
         self.L_level = make_blocks(config.L_layers, **config.block_kwargs(), mlp_t_len=mlp_t_len)
         self.H_init = init_state(config.hidden_size, forward_dtype)
         self.L_init = init_state(config.hidden_size, forward_dtype)

@@ -9,7 +9,7 @@ is q_halt > 0 with exploration probability 0.1, hard-coded upstream and here.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 from pydantic import Field
@@ -28,30 +28,16 @@ class URMConfig(CoreConfig):
     L_cycles: int = Field(gt=0)
     pos_encodings: Literal["rope"] = "rope"  # upstream always builds RoPE
 
+    def halt_kwargs(self) -> dict[str, Any]:
+        return dict(halt_max_steps=self.loops, halt_exploration_prob=URM_EXPLORATION_PROB)
+
 
 class URM(RecursiveCore):
     halt_rule = "q_halt>0"
 
-    def __init__(
-        self,
-        config: URMConfig,
-        *,
-        vocab_size: int,
-        seq_len: int,
-        num_puzzle_identifiers: int,
-        batch_size: int,
-        forward_dtype: torch.dtype,
-    ) -> None:
-        super().__init__(
-            **config.core_kwargs(),
-            vocab_size=vocab_size,
-            seq_len=seq_len,
-            num_puzzle_identifiers=num_puzzle_identifiers,
-            batch_size=batch_size,
-            forward_dtype=forward_dtype,
-            halt_max_steps=config.loops,
-            halt_exploration_prob=URM_EXPLORATION_PROB,
-        )
+    def __init__(self, config: URMConfig, **sizes: Any) -> None:
+        super().__init__(**config.core_kwargs(), **sizes)  # sizes: see RecursiveCore
+        forward_dtype = self.forward_dtype
         self.config = config
         self.layers = nn.ModuleList(
             Block(**config.block_kwargs(), mlp="conv_swiglu", dtype=forward_dtype) for _ in range(config.num_layers)
