@@ -110,6 +110,24 @@ def evaluations_of(target):
     ]
 
 
+# the inputs of the full runs' report (Snakefile: render_full_report, pool_full_votes): every boundary in the config,
+# so `snakemake -n full` plans the report without looking for checkpoints on disk
+def train_metrics_of(target):
+    return [
+        f"results/runs/{run}/metrics/epoch_{epoch}.jsonl"
+        for run in CFG.runs_for(target)
+        for epoch in CFG.runs[run].boundaries()
+    ]
+
+
+def evaluation_votes_of(target):
+    return [
+        f"results/eval/{run}/epoch_{epoch}/votes.npz"
+        for run in CFG.runs_for(target)
+        for epoch in CFG.runs[run].boundaries()
+    ]
+
+
 def report_boundaries():
     """(run, epoch) pairs in the report: every smoke boundary, and full-run checkpoints already on disk.
 
