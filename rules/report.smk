@@ -59,3 +59,58 @@ rule pool_votes:
         "../envs/arcpipe.yaml"
     script:
         "../workflow/scripts/pooled_report.py"
+
+
+# `snakemake full` ends with the report of every full-run boundary, planned from the config alone (`snakemake
+# report` tabulates only the checkpoints already on disk): the same rules with the full runs' files, in
+# results/report/full/.
+use rule render_report as render_full_report with:
+    input:
+        metrics=evaluations_of("full"),
+        train_metrics=train_metrics_of("full"),
+        datasets=datasets_for("full"),
+    output:
+        report(
+            "results/report/full/passk.md",
+            caption="../workflow/report/passk.rst",
+            category="full runs",
+        ),
+        "results/report/full/passk.csv",
+        report(
+            "results/report/full/comparison.md",
+            caption="../workflow/report/comparison.rst",
+            category="full runs",
+        ),
+        "results/report/full/comparison.csv",
+        report(
+            "results/report/full/datasets.md",
+            caption="../workflow/report/datasets.rst",
+            category="full runs",
+        ),
+        "results/report/full/datasets.csv",
+        report(
+            "results/report/full/passk_vs_step.png",
+            caption="../workflow/report/passk_vs_step.rst",
+            category="full runs",
+        ),
+        report(
+            "results/report/full/loss_vs_step.png",
+            caption="../workflow/report/loss_vs_step.rst",
+            category="full runs",
+        ),
+    log:
+        "logs/render_report/full.log",
+
+
+use rule pool_votes as pool_full_votes with:
+    input:
+        votes=evaluation_votes_of("full"),
+    output:
+        md=report(
+            "results/report/full/pooled.md",
+            caption="../workflow/report/pooled.rst",
+            category="full runs",
+        ),
+        csv="results/report/full/pooled.csv",
+    log:
+        "logs/pool_votes/full.log",
