@@ -32,7 +32,7 @@ from arcpipe.eval.predict import predict_challenges
 from arcpipe.train.loop import Trainer
 from arcpipe.train.sampler import plan_pass
 
-MODEL = {"hidden_size": 128, "num_heads": 4, "L_layers": 2, "H_cycles": 2, "L_cycles": 2, "halt_max_steps": 4}
+MODEL = {"hidden_size": 64, "num_heads": 2, "L_layers": 2, "H_cycles": 1, "L_cycles": 1, "halt_max_steps": 4}
 
 
 def main() -> None:
