@@ -162,7 +162,7 @@ def test_a_failed_write_leaves_no_partial_dataset(tmp_path, monkeypatch):
     def disk_full(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("arcpipe.data.build._write_header", disk_full)
+    monkeypatch.setattr("arcpipe.data._rowfile.os.pwrite", disk_full)  # every row write, direct or not
     with pytest.raises(OSError, match="No space left"):
         build_dataset(VECTORS["v4"], tmp_path / "ds")
     assert list(tmp_path.iterdir()) == []

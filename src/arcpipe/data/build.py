@@ -10,7 +10,7 @@ Two modes share one pipeline (load -> search views -> translation offsets -> ren
 * `fast` gives every task its own counter-based stream keyed by (seed, task id), searches and translates all tasks
   in parallel, and never finds fewer distinct views than upstream. Its files do not depend on the worker count.
 
-Rows are rendered by numba into bounded windows and appended to the `.npy` files with plain writes, so resident
+Rows are rendered by numba into bounded windows and appended to the `.npy` files with direct I/O, so resident
 memory stays small whatever the dataset size. The build goes to a hidden sibling directory that is renamed into
 place at the end: an interrupted build leaves nothing that looks complete.
 """
@@ -20,6 +20,7 @@ from __future__ import annotations
 import concurrent.futures
 import functools
 import hashlib
+import io
 import json
 import logging
 import os
@@ -34,6 +35,7 @@ import numpy as np
 import arcpipe
 from arcpipe.config import ArcpipeError, DatasetConfig
 from arcpipe.data import _kernels as K
+from arcpipe.data._rowfile import RowFile
 from arcpipe.data.arc import UNSOLVED_OUTPUT, Subset, Task, load_sources
 
 log = logging.getLogger(__name__)
@@ -398,65 +400,66 @@ def _identifiers_json(
 def _write_rows(plan: Plan, split: SplitPlan, folder: Path) -> None:
     """Render the split's rows window by window and append them to all__inputs.npy / all__labels.npy.
 
-    Rendering of window k + 1 (`threads` threads, GIL released) overlaps the writes of window k (two more).
+    Rendering of window k + 1 (`threads` threads, GIL released) overlaps the writes of window k (two more). The
+    files are written with direct I/O where the filesystem allows (data/_rowfile.py).
     """
     n = split.num_rows
     tids = plan.aug_tid.reshape(-1)
     colours = plan.aug_col.reshape(-1, 10)
     g = plan.grids
-    window = min(WINDOW_ROWS, max(n, 1))
-    buffers = [np.empty((2, window, K.CANVAS * K.CANVAS), dtype=np.uint8) for _ in range(2)]
-    with (
-        open(folder / "all__inputs.npy", "wb", buffering=0) as f_in,
-        open(folder / "all__labels.npy", "wb", buffering=0) as f_out,
-        concurrent.futures.ThreadPoolExecutor(2) as writers,
-        concurrent.futures.ThreadPoolExecutor(plan.threads) as renderers,
-    ):
-        for f in (f_in, f_out):
-            _write_header(f, (n, K.CANVAS * K.CANVAS), np.uint8)
-        pending: list[concurrent.futures.Future] = []
-        for k, start in enumerate(range(0, n, window)):
-            stop = min(start + window, n)
-            buf = buffers[k % 2]
-            calls = [
-                functools.partial(
-                    K.render,
-                    start + a,
-                    start + b,
-                    split.row_in,
-                    split.row_out,
-                    split.row_aug,
-                    split.row_r,
-                    split.row_c,
-                    g.cells,
-                    g.off,
-                    g.h,
-                    g.w,
-                    tids,
-                    colours,
-                    buf[0, a:b],
-                    buf[1, a:b],
-                )  # fmt: skip
-                for a, b in K.ranges(stop - start, plan.threads)
-            ]
-            K.in_threads(renderers, calls)
-            for future in pending:  # the other buffer's writes: it is rendered into next
+    row_bytes = K.CANVAS * K.CANVAS
+    header = _npy_header((n, row_bytes), np.uint8)
+    files = [
+        RowFile(folder / name, header, row_bytes=row_bytes, window_rows=WINDOW_ROWS)
+        for name in ("all__inputs.npy", "all__labels.npy")
+    ]
+    try:
+        with (
+            concurrent.futures.ThreadPoolExecutor(2) as writers,
+            concurrent.futures.ThreadPoolExecutor(plan.threads) as renderers,
+        ):
+            pending: list[concurrent.futures.Future] = []
+            for k, start in enumerate(range(0, n, WINDOW_ROWS)):
+                stop = min(start + WINDOW_ROWS, n)
+                inputs, labels = (f.buffer(k) for f in files)
+                calls = [
+                    functools.partial(
+                        K.render,
+                        start + a,
+                        start + b,
+                        split.row_in,
+                        split.row_out,
+                        split.row_aug,
+                        split.row_r,
+                        split.row_c,
+                        g.cells,
+                        g.off,
+                        g.h,
+                        g.w,
+                        tids,
+                        colours,
+                        inputs[a:b],
+                        labels[a:b],
+                    )  # fmt: skip
+                    for a, b in K.ranges(stop - start, plan.threads)
+                ]
+                K.in_threads(renderers, calls)
+                for future in pending:  # the other buffer's writes: it is rendered into next
+                    future.result()
+                pending = [writers.submit(f.write, k, stop - start) for f in files]
+            for future in pending:
                 future.result()
-            pending = [writers.submit(_write_all, f, buf[i, : stop - start]) for i, f in enumerate((f_in, f_out))]
-        for future in pending:
-            future.result()
+    finally:
+        for f in files:
+            f.close()
 
 
-def _write_all(f: Any, rows: np.ndarray) -> None:
-    view = memoryview(rows).cast("B")
-    while view:  # an unbuffered write may write less than asked
-        view = view[f.write(view) :]
-
-
-def _write_header(f: Any, shape: tuple[int, ...], dtype: type) -> None:
-    # the header np.save writes for a C-order array of this shape and dtype
+def _npy_header(shape: tuple[int, ...], dtype: type) -> bytes:
+    """The header np.save writes for a C-order array of this shape and dtype."""
+    out = io.BytesIO()
     header = {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False, "shape": shape}
-    np.lib.format.write_array_header_1_0(f, header)
+    np.lib.format.write_array_header_1_0(out, header)
+    return out.getvalue()
 
 
 def _save(path: Path, array: np.ndarray) -> None:
