@@ -99,7 +99,9 @@ def runtime_for_run(wildcards):
 def torchrun_launch(wildcards):
     """ "" for one process (CPU or one GPU, no process group), else a torchrun prefix with the run's shape."""
     run = CFG.runs[wildcards.run]
-    return _torchrun_launch(run.nodes, run.gpus_per_node)
+    # a fresh rendezvous port per segment
+    segment = int(wildcards.epoch) // run.eval_interval
+    return _torchrun_launch(run.nodes, run.gpus_per_node, segment=segment)
 
 
 def evaluations_of(target):

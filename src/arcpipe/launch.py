@@ -36,9 +36,10 @@ log = logging.getLogger(__name__)
 
 EXECUTORS = ("auto", "local", "ice", "slurm")
 DEFAULT_PORT = 29500
+PORT_SPREAD = 100  # consecutive segments rendezvous on different ports (see torchrun_launch)
 
 
-def torchrun_launch(nodes: int, gpus_per_node: int, executor: str = "auto") -> str:
+def torchrun_launch(nodes: int, gpus_per_node: int, executor: str = "auto", segment: int = 0) -> str:
     """The shell prefix that starts the training command with the run's shape.
 
     Contract:
@@ -50,6 +51,9 @@ def torchrun_launch(nodes: int, gpus_per_node: int, executor: str = "auto") -> s
     * `executor="auto"` (use this in rules): the same string on every executor, resolved at run time (see the
       module docstring). "local", "ice", "slurm" give that executor's literal shell form, which only works
       there; they exist for reading and debugging, and the "auto" launcher runs exactly these commands.
+    * `segment` (the boundary's index in its run) moves a multi-node rendezvous port by `segment % PORT_SPREAD`:
+      the segments of one cluster job run back to back, and a node that starts segment k + 1 first must not
+      reach the store of segment k that another node is still closing.
     """
     _check_shape(nodes, gpus_per_node, executor)
     per_node = max(gpus_per_node, 1)
@@ -58,14 +62,14 @@ def torchrun_launch(nodes: int, gpus_per_node: int, executor: str = "auto") -> s
     if nodes == 1:
         return f"torchrun --standalone --nproc-per-node={per_node} --no-python --"
     if executor == "auto":
-        return f"python -m arcpipe.launch --nodes {nodes} --gpus-per-node {gpus_per_node} --"
+        return f"python -m arcpipe.launch --nodes {nodes} --gpus-per-node {gpus_per_node} --segment {segment} --"
     if executor == "local":
         return f"torchrun --standalone --nproc-per-node={nodes * per_node} --no-python --"
     if executor == "ice":
         return (
             f"torchrun --nnodes={nodes} --node-rank=${{JOB_COMPLETION_INDEX:?not in an ICE Indexed Job}} "
             f"--nproc-per-node={per_node} --master-addr=${{ARCPIPE_MASTER_ADDR:?not in an ICE Indexed Job}} "
-            f"--master-port=${{ARCPIPE_MASTER_PORT:-{DEFAULT_PORT}}} --no-python --"
+            f"--master-port=$((${{ARCPIPE_MASTER_PORT:-{DEFAULT_PORT}}} + {segment % PORT_SPREAD})) --no-python --"
         )
     # slurm: the batch script runs on the first node; squeue/scontrol are all the stripped jobstep env allows
     head = (
@@ -75,7 +79,8 @@ def torchrun_launch(nodes: int, gpus_per_node: int, executor: str = "auto") -> s
     return (
         f"srun --nodes={nodes} --ntasks={nodes} --ntasks-per-node=1 --kill-on-bad-exit=1 "
         f"torchrun --nnodes={nodes} --nproc-per-node={per_node} --rdzv-backend=c10d "
-        f'--rdzv-endpoint="{head}:$((20000 + SLURM_JOB_ID % 20000))" --rdzv-id="$SLURM_JOB_ID" --no-python --'
+        f'--rdzv-endpoint="{head}:$((20000 + SLURM_JOB_ID % 20000 + {segment % PORT_SPREAD}))" '
+        f'--rdzv-id="$SLURM_JOB_ID-{segment}" --no-python --'
     )
 
 
@@ -110,7 +115,7 @@ def job_resources(nodes: int, gpus_per_node: int) -> dict[str, int | str | None]
 
 
 def launch_command(
-    nodes: int, gpus_per_node: int, command: Sequence[str], env: dict[str, str] | None = None
+    nodes: int, gpus_per_node: int, command: Sequence[str], env: dict[str, str] | None = None, segment: int = 0
 ) -> list[str]:
     """The argv that `python -m arcpipe.launch` execs here, chosen from the job's environment."""
     env = dict(os.environ if env is None else env)
@@ -130,13 +135,13 @@ def launch_command(
             f"--node-rank={env['JOB_COMPLETION_INDEX']}",
             f"--nproc-per-node={per_node}",
             f"--master-addr={env['ARCPIPE_MASTER_ADDR']}",
-            f"--master-port={env.get('ARCPIPE_MASTER_PORT', DEFAULT_PORT)}",
+            f"--master-port={int(env.get('ARCPIPE_MASTER_PORT', DEFAULT_PORT)) + segment % PORT_SPREAD}",
             "--no-python",
             "--",
             *command,
         ]
     if executor == "slurm":
-        return _slurm_command(nodes, per_node, command, env)
+        return _slurm_command(nodes, per_node, command, env, segment)
     log.warning("no cluster around: simulating %d nodes as %d local processes", nodes, nodes * per_node)
     return ["torchrun", "--standalone", f"--nproc-per-node={nodes * per_node}", "--no-python", "--", *command]
 
@@ -155,6 +160,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m arcpipe.launch", description=main.__doc__, allow_abbrev=False)
     parser.add_argument("--nodes", type=int, required=True)
     parser.add_argument("--gpus-per-node", type=int, required=True)
+    parser.add_argument("--segment", type=int, default=0, help="the boundary's index in its run (rendezvous port)")
     parser.add_argument("--dry-run", action="store_true", help="print the command instead of running it")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the program and its arguments")
     args = parser.parse_args(argv)
@@ -162,7 +168,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if not command:
         parser.error("give the command to launch after --")
     logging.basicConfig(level=logging.INFO, format="arcpipe.launch: %(message)s")
-    argv_out = launch_command(args.nodes, args.gpus_per_node, command)
+    argv_out = launch_command(args.nodes, args.gpus_per_node, command, segment=args.segment)
     if args.dry_run:
         print(shlex.join(argv_out))
         return
@@ -185,7 +191,9 @@ def _separate_follower_log(env: Mapping[str, str]) -> None:
     os.close(fd)
 
 
-def _slurm_command(nodes: int, per_node: int, command: Sequence[str], env: dict[str, str]) -> list[str]:
+def _slurm_command(
+    nodes: int, per_node: int, command: Sequence[str], env: dict[str, str], segment: int = 0
+) -> list[str]:
     job = env["SLURM_JOB_ID"]
     hosts = _run(["scontrol", "show", "hostnames", _run(["squeue", "-h", "-j", job, "-o", "%N"])]).split()
     if len(hosts) != nodes:
@@ -195,6 +203,7 @@ def _slurm_command(nodes: int, per_node: int, command: Sequence[str], env: dict[
     # SLURM_CPUS_PER_TASK, so read it back from the job record
     cpus = _field(_run(["scontrol", "show", "job", job]), "CPUs/Task")
     port = int(env.get("ARCPIPE_MASTER_PORT", 20000 + int(job) % 20000))  # two jobs may share a head node
+    port += segment % PORT_SPREAD
     return [
         "srun",
         f"--nodes={nodes}",
@@ -207,7 +216,7 @@ def _slurm_command(nodes: int, per_node: int, command: Sequence[str], env: dict[
         f"--nproc-per-node={per_node}",
         "--rdzv-backend=c10d",
         f"--rdzv-endpoint={head_addr}:{port}",
-        f"--rdzv-id={job}",
+        f"--rdzv-id={job}-{segment}",
         "--no-python",
         "--",
         *command,

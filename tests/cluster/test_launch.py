@@ -25,7 +25,20 @@ def test_one_node_is_standalone_torchrun_on_every_executor(executor: str) -> Non
 
 def test_auto_multi_node_prefix_is_independent_of_the_executor() -> None:
     prefix = torchrun_launch(2, 4)
-    assert prefix == "python -m arcpipe.launch --nodes 2 --gpus-per-node 4 --"
+    assert prefix == "python -m arcpipe.launch --nodes 2 --gpus-per-node 4 --segment 0 --"
+    assert torchrun_launch(2, 4, segment=7).endswith("--segment 7 --")
+
+
+def test_consecutive_segments_rendezvous_on_different_ports() -> None:
+    # the segments of one cluster job run back to back: segment k + 1 must not reach segment k's store
+    env = {"ARCPIPE_NNODES": "2", "JOB_COMPLETION_INDEX": "0", "ARCPIPE_MASTER_ADDR": "j-0.j"}
+    ports = [
+        next(a for a in launch_command(2, 1, ["x"], env, segment=k) if a.startswith("--master-port=")) for k in range(3)
+    ]
+    assert ports == ["--master-port=29500", "--master-port=29501", "--master-port=29502"]
+    assert "+ 3))" in torchrun_launch(2, 1, "ice", segment=3)
+    slurm = torchrun_launch(2, 1, "slurm", segment=3)
+    assert "% 20000 + 3))" in slurm and '--rdzv-id="$SLURM_JOB_ID-3"' in slurm
 
 
 def test_literal_forms_carry_the_rendezvous_of_their_executor() -> None:
