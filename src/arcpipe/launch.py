@@ -184,7 +184,8 @@ def _separate_follower_log(env: Mapping[str, str]) -> None:
     index = env.get("JOB_COMPLETION_INDEX", "0")
     if detect_executor(dict(env)) != "ice" or index == "0" or not os.path.isfile("/proc/self/fd/1"):
         return
-    target = os.readlink("/proc/self/fd/1")
+    # a log pod 0's job wrapper removed after this pod opened it reads "<path> (deleted)"
+    target = os.readlink("/proc/self/fd/1").removesuffix(" (deleted)")
     fd = os.open(f"{target}.pod{index}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     for stream in (1, 2):
         os.dup2(fd, stream)
