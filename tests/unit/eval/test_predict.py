@@ -7,7 +7,6 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -26,14 +25,6 @@ from arcpipe.train.distributed import DistEnv
 
 FILES = ["metrics.json", "per_puzzle.csv", "submission.json", "votes.npz"]
 CONFIG = EvaluationConfig(batch_size=4, pass_ks=[1, 2, 10])
-
-
-@pytest.fixture(autouse=True)
-def _one_thread() -> Iterator[None]:
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny matmuls on a shared 2-core machine
-    yield
-    torch.set_num_threads(before)
 
 
 def _head(split, seed: int = 0):

@@ -1,4 +1,4 @@
-"""One intra-op thread for the model tests: tiny matmuls on a shared 2-core machine run 5x faster without
+"""Unit tests run with one intra-op torch thread: tiny matmuls on a shared 2-core machine run 5x faster without
 OpenMP threads spinning against other processes. Restored after each test."""
 
 from __future__ import annotations
