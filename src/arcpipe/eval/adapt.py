@@ -25,7 +25,8 @@ import logging
 import tempfile
 import time
 from collections import Counter
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,11 +35,18 @@ import torch
 import torch.distributed as dist
 
 from arcpipe.config import ArcpipeError, DatasetConfig
-from arcpipe.data.arc import Subset, Task
+from arcpipe.data.arc import Pair, Subset, Task
+from arcpipe.data.build import plan_dataset, write_dataset
+from arcpipe.data.dataset import load_split
+from arcpipe.eval.vote import parse_identifiers
+from arcpipe.models.io import core_of
+from arcpipe.optim.signsgd import SparseSignSGD
 
 log = logging.getLogger(__name__)
 
-EMBEDDING_KEY = "puzzle_emb.weights"  # suffix of the table's state-dict key (SparseEmbedding.weights)
+STAT_KEYS = ("lm_loss", "count", "accuracy", "exact_accuracy")  # the loss head's metrics kept per step
+
+EMBEDDING_KEY = "puzzle_emb.weights"  # the table's key in a checkpoint's state dict (SparseEmbedding.weights)
 
 
 @dataclass(frozen=True)
@@ -57,7 +65,7 @@ class AdaptStats:
     seconds: float
     new_rows: int
     demonstrations: int
-    first_loss: float  # mean loss per finished sequence over the first 10% of steps
+    first_loss: float  # mean lm_loss per row (token mean of a sequence) over the first 10% of steps
     last_loss: float  # ... and over the last 10%
     last_accuracy: float  # token accuracy of the sequences that finished in the last 10% of steps
     last_exact: float  # exact accuracy of the same
@@ -65,8 +73,6 @@ class AdaptStats:
 
 def views_per_task(identifiers: list[str]) -> int:
     """The most views (original included) any task of a checkpoint's identifiers has; 1 when there are none."""
-    from arcpipe.eval.vote import parse_identifiers
-
     names, _, _ = parse_identifiers(identifiers[1:])
     counts = Counter(names)
     return max(counts.values(), default=1)
@@ -74,9 +80,6 @@ def views_per_task(identifiers: list[str]) -> int:
 
 def demonstrations(tasks: dict[str, Task], first_id: int, num_aug: int, seed: int) -> Demonstrations:
     """Views and demonstration rows of `tasks` (test outputs dropped), built as a `fast` dataset would build them."""
-    from arcpipe.data.build import plan_dataset, write_dataset
-    from arcpipe.data.dataset import load_split
-
     unsolved = {name: _without_test_outputs(task) for name, task in tasks.items()}
     subset = Subset("adapt", unsolved, {"kind": "challenges"})
     # an internal build of tasks already parsed: there is no source to describe
@@ -91,21 +94,24 @@ def demonstrations(tasks: dict[str, Task], first_id: int, num_aug: int, seed: in
     return Demonstrations(names, inputs, labels, ids - 1 + first_id)
 
 
-def extend_table(state: dict[str, torch.Tensor], new_rows: int, *, source: str | Path) -> dict[str, torch.Tensor]:
+def extend_checkpoint(ckpt: Mapping[str, Any], new_rows: int, *, source: str | Path) -> dict[str, Any]:
+    """A copy of a checkpoint dict (models.io.read_weights) with `new_rows` more puzzle identifiers: the table
+    grown by extend_table and the identifier count to match, ready for models.io.model_from_checkpoint."""
+    dataset = dict(ckpt["dataset"], num_puzzle_identifiers=ckpt["dataset"]["num_puzzle_identifiers"] + new_rows)
+    return dict(ckpt, model=extend_table(ckpt["model"], new_rows, source=source), dataset=dataset)
+
+
+def extend_table(state: Mapping[str, torch.Tensor], new_rows: int, *, source: str | Path) -> dict[str, torch.Tensor]:
     """A copy of a checkpoint's state dict whose puzzle-embedding table has `new_rows` more rows, each the mean of
     the trained rows (the blank row 0 excluded)."""
-    keys = [k for k in state if k.endswith(EMBEDDING_KEY)]
-    if not keys:
+    if EMBEDDING_KEY not in state:
         raise ArcpipeError(
             f"{source}: the model has no puzzle embedding (puzzle_emb_ndim 0), so there is nothing to adapt; "
             "predict without --adapt"
         )
-    (key,) = keys
-    table = state[key]  # (N, ndim)
+    table = state[EMBEDDING_KEY]  # (N, ndim)
     mean = table[1:].float().mean(0, keepdim=True) if table.shape[0] > 1 else torch.zeros_like(table[:1]).float()
-    extended = dict(state)
-    extended[key] = torch.cat([table, mean.to(table.dtype).expand(new_rows, -1)])
-    return extended
+    return {**state, EMBEDDING_KEY: torch.cat([table, mean.to(table.dtype).expand(new_rows, -1)])}
 
 
 def fit_rows(
@@ -121,10 +127,9 @@ def fit_rows(
     env: Any,
 ) -> AdaptStats:
     """Train only the puzzle-embedding rows of `demos` (all weights frozen) for `minutes` or `max_steps` steps."""
-    from arcpipe.eval.predict import _batch
-    from arcpipe.optim.signsgd import SparseSignSGD
+    from arcpipe.eval.predict import _batch  # predict imports this module
 
-    embedding = _embedding_of(head)
+    embedding = core_of(head).puzzle_emb
     optimizer = SparseSignSGD(embedding, lr=lr, weight_decay=weight_decay)
     frozen = [p for p in head.parameters() if p.requires_grad]
     for p in frozen:
@@ -135,7 +140,7 @@ def fit_rows(
     torch.manual_seed(seed)  # halting exploration draws from torch's generator
     local = batch_size // env.world_size
     rows_total = len(demos.example_ids)
-    history: list[tuple[float, float, float, float]] = []  # per step: loss sum, count, accuracy sum, exact sum
+    history: list[list[float]] = []  # per step: loss sum, count, accuracy sum, exact sum
     carry = None
     started = time.monotonic()
     budget = minutes * 60
@@ -152,14 +157,7 @@ def fit_rows(
             loss.backward()  # SignSGD: the scale of the loss does not matter
             optimizer.step()
             optimizer.zero_grad()
-            history.append(
-                (
-                    float(metrics["lm_loss"]),
-                    float(metrics["count"]),
-                    float(metrics["accuracy"]),
-                    float(metrics["exact_accuracy"]),
-                )
-            )
+            history.append(torch.stack([metrics[k].double() for k in STAT_KEYS]).tolist())  # one host sync
             step += 1
     finally:
         for p in frozen:
@@ -169,7 +167,7 @@ def fit_rows(
     return _stats(history, time.monotonic() - started, len(demos.names), rows_total, local)
 
 
-def _stats(history: list[tuple[float, float, float, float]], seconds: float, new: int, demos: int, batch: int) -> Any:
+def _stats(history: list[list[float]], seconds: float, new: int, demos: int, batch: int) -> AdaptStats:
     if not history:
         return AdaptStats(0, seconds, new, demos, float("nan"), float("nan"), float("nan"), float("nan"))
     values = np.asarray(history, dtype=np.float64)
@@ -197,17 +195,5 @@ def _stop(out_of_time: bool, env: Any) -> bool:
     return bool(flag.item())
 
 
-def _embedding_of(head: torch.nn.Module) -> Any:
-    from arcpipe.models.sparse_embedding import SparseEmbedding
-
-    found = [m for m in head.modules() if isinstance(m, SparseEmbedding)]
-    assert len(found) == 1, "a model with a puzzle embedding has exactly one SparseEmbedding"
-    return found[0]
-
-
 def _without_test_outputs(task: Task) -> Task:
-    from dataclasses import replace
-
-    from arcpipe.data.arc import Pair
-
     return replace(task, test=tuple(Pair(p.input, None) for p in task.test))

@@ -67,7 +67,7 @@ def evaluate_checkpoint(
     quick: score only the first `quick` tasks of test_puzzles.json (a fixed subset, for fast feedback).
     """
     from arcpipe.data.dataset import identifiers_sha256, load_split
-    from arcpipe.models.io import check_identifiers, load_weights, read_weights
+    from arcpipe.models.io import check_identifiers, model_from_checkpoint, read_weights
     from arcpipe.train import distributed
 
     start = time.perf_counter()
@@ -79,7 +79,8 @@ def evaluate_checkpoint(
     try:
         check_verified(dataset_dir)
         split = load_split(dataset_dir, "test")
-        meta = {k: v for k, v in read_weights(checkpoint).items() if k != "model"}
+        ckpt = read_weights(checkpoint)  # read once: metadata checks first, then the weights
+        meta = {k: v for k, v in ckpt.items() if k != "model"}
         check_identifiers(meta, identifiers_sha256(dataset_dir), source=checkpoint, dataset=dataset_dir)
         check_sizes(meta, split.metadata, checkpoint, dataset_dir)
         test = load_test_puzzles(dataset_dir / "test_puzzles.json")
@@ -91,7 +92,8 @@ def evaluate_checkpoint(
             rows = rows_of_tasks(example_ids, identifiers, test.task_names)
         # the global batch split over processes, but no larger than a process's share of the examples
         local_batch = max(min(config.batch_size // env.world_size, -(-len(rows) // env.world_size)), 1)
-        head, _ = load_weights(checkpoint, env.device, batch_size=local_batch)
+        head, _ = model_from_checkpoint(ckpt, env.device, source=checkpoint, batch_size=local_batch)
+        del ckpt  # the weights live in the model now; a full ARC table is gigabytes
         log.info(
             "%s on %s: %d test examples (%d tasks), %d process(es), batch %d per process, device %s",
             checkpoint, dataset_dir, len(rows), test.num_tasks, env.world_size, local_batch, env.device,
@@ -161,7 +163,7 @@ def predict_challenges(
     """
     from arcpipe.data.augment import parse_identifier, to_canvas
     from arcpipe.eval.passk import load_tasks_from_json
-    from arcpipe.models.io import check_identifiers, load_weights, read_weights
+    from arcpipe.models.io import check_identifiers, model_from_checkpoint, read_weights
     from arcpipe.train import distributed
 
     config = config or EvaluationConfig()
@@ -174,7 +176,8 @@ def predict_challenges(
                 if isinstance(pair, dict) and name in answers and j < len(answers[name]):
                     pair["output"] = answers[name][j]
     test = load_tasks_from_json(raw, str(challenges))
-    meta = {k: v for k, v in read_weights(checkpoint).items() if k != "model"}
+    ckpt = read_weights(checkpoint)  # read once: metadata checks first, then the weights
+    meta = {k: v for k, v in ckpt.items() if k != "model"}
     check_identifiers(meta, _sha256(identifiers_path), source=checkpoint, dataset=identifiers_path)
     identifiers = load_identifiers(identifiers_path)
     names, _, _ = parse_identifiers(identifiers)
@@ -219,11 +222,12 @@ def predict_challenges(
         local_batch = max(min(config.batch_size // env.world_size, -(-len(ids) // env.world_size)), 1)
         adaptation = None
         if demos is None:
-            head, _ = load_weights(checkpoint, env.device, batch_size=local_batch)
+            head, _ = model_from_checkpoint(ckpt, env.device, source=checkpoint, batch_size=local_batch)
         else:
             head, adaptation = _adapted_head(
-                checkpoint, meta, demos, config, env, adapt_minutes or 0.0, adapt_steps, seed
+                ckpt, checkpoint, demos, config, env, adapt_minutes or 0.0, adapt_steps, seed
             )
+        del ckpt  # the weights live in the model now
         rows = np.arange(len(ids), dtype=np.int64)
         predictions = predict(head, inputs, label_tokens, example_ids, rows, local_batch, env)
         if env.rank != 0:
@@ -246,8 +250,8 @@ def predict_challenges(
 
 
 def _adapted_head(
+    ckpt: Mapping[str, Any],
     checkpoint: Path,
-    meta: Mapping[str, Any],
     demos: Any,
     config: EvaluationConfig,
     env: Any,
@@ -256,20 +260,15 @@ def _adapted_head(
     seed: int,
 ) -> tuple[torch.nn.Module, Any]:
     """The checkpoint's model with its table extended by the rows of `demos`, those rows fitted (eval/adapt.py)."""
-    from arcpipe.eval.adapt import extend_table, fit_rows
-    from arcpipe.models.io import core_of, load_state, read_weights
-    from arcpipe.models.registry import arch_config_from_dict, build_model
+    from arcpipe.eval.adapt import extend_checkpoint, fit_rows
+    from arcpipe.models.io import model_from_checkpoint
 
-    ckpt = read_weights(checkpoint)
-    run = meta.get("run_config") or {}
+    run = ckpt.get("run_config") or {}
     # the run's global batch when it is known (the batch its embeddings were trained with), within the evaluator's
     batch = min(int(run.get("global_batch_size", config.batch_size)), config.batch_size)
     batch = max(batch // env.world_size, 1) * env.world_size
-    dataset = dict(ckpt["dataset"], num_puzzle_identifiers=ckpt["dataset"]["num_puzzle_identifiers"] + len(demos.names))
-    head = build_model(
-        arch_config_from_dict(ckpt["arch_config"]), **dataset, batch_size=batch // env.world_size, device=env.device
-    )
-    load_state(core_of(head), extend_table(ckpt["model"], len(demos.names), source=checkpoint), source=checkpoint)
+    grown = extend_checkpoint(ckpt, len(demos.names), source=checkpoint)
+    head, _ = model_from_checkpoint(grown, env.device, source=checkpoint, batch_size=batch // env.world_size)
     stats = fit_rows(
         head,
         demos,
@@ -287,8 +286,7 @@ def _adapted_head(
         stats.new_rows, stats.demonstrations, stats.steps, stats.seconds, stats.first_loss, stats.last_loss,
         100 * stats.last_accuracy, 100 * stats.last_exact,
     )  # fmt: skip
-    head.eval()
-    return head, stats
+    return head, stats  # in eval mode again (fit_rows restores the mode)
 
 
 def predict(

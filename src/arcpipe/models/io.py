@@ -138,10 +138,24 @@ def load_weights(
     The head is in eval mode. `batch_size` only sizes the training buffer of the puzzle embedding.
     """
     path = Path(path)
-    ckpt = read_weights(path)
+    return model_from_checkpoint(
+        read_weights(path), device, source=path, forward_dtype=forward_dtype, batch_size=batch_size
+    )
+
+
+def model_from_checkpoint(
+    ckpt: Mapping[str, Any],
+    device: torch.device | str,
+    *,
+    source: str | Path,
+    forward_dtype: torch.dtype | None = None,
+    batch_size: int = 1,
+) -> tuple[ACTLossHead, dict[str, Any]]:
+    """`load_weights` for a checkpoint dict already read with `read_weights` (so a caller that needs its metadata
+    first reads the file once); `source` names it in errors."""
     cfg = arch_config_from_dict(ckpt["arch_config"])
     head = build_model(cfg, **ckpt["dataset"], batch_size=batch_size, device=device, forward_dtype=forward_dtype)
-    load_state(core_of(head), ckpt["model"], source=path)
+    load_state(core_of(head), ckpt["model"], source=source)
     head.eval()
     return head, {k: v for k, v in ckpt.items() if k != "model"}
 

@@ -15,9 +15,16 @@ from arcpipe.cli import main
 from arcpipe.config import ArcpipeError, EvaluationConfig
 from arcpipe.data.arc import load_challenges
 from arcpipe.data.dataset import identifiers_sha256, load_split
-from arcpipe.eval.adapt import EMBEDDING_KEY, demonstrations, extend_table, fit_rows, views_per_task
+from arcpipe.eval.adapt import (
+    EMBEDDING_KEY,
+    demonstrations,
+    extend_checkpoint,
+    extend_table,
+    fit_rows,
+    views_per_task,
+)
 from arcpipe.eval.predict import predict_challenges
-from arcpipe.models.io import core_of, save_weights
+from arcpipe.models.io import core_of, model_from_checkpoint, read_weights, save_weights
 from arcpipe.models.registry import build_model, make_arch_config
 from arcpipe.train.distributed import DistEnv
 
@@ -77,8 +84,8 @@ def unseen(tmp_path_factory) -> tuple[Path, Path]:
 
 def test_extend_table_appends_the_mean_of_the_trained_rows_without_the_blank_row():
     table = torch.arange(12, dtype=torch.float32).reshape(4, 3)
-    extended = extend_table({"model.inner." + EMBEDDING_KEY: table, "other": torch.ones(2)}, 2, source="c.pt")
-    new = extended["model.inner." + EMBEDDING_KEY]
+    extended = extend_table({EMBEDDING_KEY: table, "other": torch.ones(2)}, 2, source="c.pt")
+    new = extended[EMBEDDING_KEY]
     assert new.shape == (6, 3) and torch.equal(new[:4], table)
     assert torch.equal(new[4], table[1:].mean(0)) and torch.equal(new[5], table[1:].mean(0))
     with pytest.raises(ArcpipeError, match="no puzzle embedding"):
@@ -105,18 +112,16 @@ def test_fitting_moves_only_the_new_rows_and_lowers_the_demonstration_loss(check
     challenges, _ = unseen
     identifiers = json.loads((tiny_dataset / "identifiers.json").read_text())
     demos = demonstrations(load_challenges(challenges), len(identifiers), 3, seed=0)
-    ckpt = torch.load(checkpoint, weights_only=False)
-    cfg = make_arch_config("trm", "tiny", {})
-    dataset = dict(ckpt["dataset"], num_puzzle_identifiers=len(identifiers) + len(demos.names))
-    head = build_model(cfg, **dataset, batch_size=8, device="cpu")
-    core_of(head).load_state_dict(extend_table(ckpt["model"], len(demos.names), source=checkpoint))
+    grown = extend_checkpoint(read_weights(checkpoint), len(demos.names), source=checkpoint)
+    assert grown["dataset"]["num_puzzle_identifiers"] == len(identifiers) + len(demos.names)
+    head, _ = model_from_checkpoint(grown, "cpu", source=checkpoint, batch_size=8)
     before = {k: v.clone() for k, v in core_of(head).state_dict().items()}
     env = DistEnv(0, 0, 1, torch.device("cpu"))
     stats = fit_rows(head, demos, batch_size=8, lr=0.01, weight_decay=0.1, minutes=5, max_steps=60, seed=0, env=env)
     assert stats.steps == 60 and stats.new_rows == len(demos.names)
     assert stats.last_loss < stats.first_loss
     after = core_of(head).state_dict()
-    key = next(k for k in after if k.endswith(EMBEDDING_KEY))
+    key = EMBEDDING_KEY
     n = len(identifiers)
     assert torch.equal(after[key][:n], before[key][:n])  # the trained rows are untouched
     assert not torch.equal(after[key][n:], before[key][n:])  # the new rows moved
