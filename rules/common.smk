@@ -104,30 +104,27 @@ def torchrun_launch(wildcards):
     return _torchrun_launch(run.nodes, run.gpus_per_node, segment=segment)
 
 
+def per_boundary(target, pattern):
+    """`pattern` ({run}, {epoch}) at every evaluation boundary of every run of `target`, from the config alone:
+    `snakemake -n full` plans with them without looking for checkpoints on disk."""
+    return [
+        pattern.format(run=run, epoch=epoch)
+        for run in CFG.runs_for(target)
+        for epoch in CFG.runs[run].boundaries()
+    ]
+
+
 def evaluations_of(target):
-    return [
-        f"results/eval/{run}/epoch_{epoch}/metrics.json"
-        for run in CFG.runs_for(target)
-        for epoch in CFG.runs[run].boundaries()
-    ]
+    return per_boundary(target, "results/eval/{run}/epoch_{epoch}/metrics.json")
 
 
-# the inputs of the full runs' report (Snakefile: render_full_report, pool_full_votes): every boundary in the config,
-# so `snakemake -n full` plans the report without looking for checkpoints on disk
+# the inputs of the full runs' report (rules/report.smk: render_full_report, pool_full_votes)
 def train_metrics_of(target):
-    return [
-        f"results/runs/{run}/metrics/epoch_{epoch}.jsonl"
-        for run in CFG.runs_for(target)
-        for epoch in CFG.runs[run].boundaries()
-    ]
+    return per_boundary(target, "results/runs/{run}/metrics/epoch_{epoch}.jsonl")
 
 
 def evaluation_votes_of(target):
-    return [
-        f"results/eval/{run}/epoch_{epoch}/votes.npz"
-        for run in CFG.runs_for(target)
-        for epoch in CFG.runs[run].boundaries()
-    ]
+    return per_boundary(target, "results/eval/{run}/epoch_{epoch}/votes.npz")
 
 
 def report_boundaries():

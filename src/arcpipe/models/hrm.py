@@ -36,12 +36,11 @@ class HRM(RecursiveCore):
 
     def __init__(self, config: HRMConfig, **sizes: Any) -> None:
         super().__init__(**config.core_kwargs(), **sizes)  # sizes: see RecursiveCore
-        forward_dtype = self.forward_dtype
         self.config = config
         self.H_level = make_blocks(config.H_layers, **config.block_kwargs())
         self.L_level = make_blocks(config.L_layers, **config.block_kwargs())
-        self.H_init = init_state(config.hidden_size, forward_dtype)
-        self.L_init = init_state(config.hidden_size, forward_dtype)
+        self.H_init = init_state(config.hidden_size, self.forward_dtype)
+        self.L_init = init_state(config.hidden_size, self.forward_dtype)
 
     def empty_carry(self, batch_size: int, device: torch.device) -> InnerCarry:
         shape = self.state_shape(batch_size)

@@ -30,12 +30,11 @@ class Transformer(RecursiveCore):
 
     def __init__(self, config: TransformerConfig, **sizes: Any) -> None:
         super().__init__(**config.core_kwargs(), **sizes)  # sizes: see RecursiveCore
-        forward_dtype = self.forward_dtype
         self.config = config
         if not config.act_enabled:
             self.halt_rule = "none"
         self.H_level = make_blocks(config.H_layers, **config.block_kwargs())
-        self.H_init = init_state(config.hidden_size, forward_dtype)
+        self.H_init = init_state(config.hidden_size, self.forward_dtype)
 
     def empty_carry(self, batch_size: int, device: torch.device) -> InnerCarry:
         return (torch.empty(self.state_shape(batch_size), dtype=self.forward_dtype, device=device),)

@@ -54,14 +54,13 @@ class TRMConfig(CoreConfig):
 class TRM(RecursiveCore):
     def __init__(self, config: TRMConfig, **sizes: Any) -> None:
         super().__init__(**config.core_kwargs(), **sizes)  # sizes: see RecursiveCore
-        forward_dtype = self.forward_dtype
         self.config = config
         self.halt_rule = "q_halt>0" if config.no_ACT_continue else "q_halt>q_continue"
         self.bootstrap_q = not config.no_ACT_continue
         mlp_t_len = self.seq_len + config.prefix_len if config.mlp_t else None
         self.L_level = make_blocks(config.L_layers, **config.block_kwargs(), mlp_t_len=mlp_t_len)
-        self.H_init = init_state(config.hidden_size, forward_dtype)
-        self.L_init = init_state(config.hidden_size, forward_dtype)
+        self.H_init = init_state(config.hidden_size, self.forward_dtype)
+        self.L_init = init_state(config.hidden_size, self.forward_dtype)
 
     def empty_carry(self, batch_size: int, device: torch.device) -> InnerCarry:
         shape = self.state_shape(batch_size)

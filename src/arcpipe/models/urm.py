@@ -37,12 +37,12 @@ class URM(RecursiveCore):
 
     def __init__(self, config: URMConfig, **sizes: Any) -> None:
         super().__init__(**config.core_kwargs(), **sizes)  # sizes: see RecursiveCore
-        forward_dtype = self.forward_dtype
         self.config = config
         self.layers = nn.ModuleList(
-            Block(**config.block_kwargs(), mlp="conv_swiglu", dtype=forward_dtype) for _ in range(config.num_layers)
+            Block(**config.block_kwargs(), mlp="conv_swiglu", dtype=self.forward_dtype)
+            for _ in range(config.num_layers)
         )
-        self.init_hidden = init_state(config.hidden_size, forward_dtype)
+        self.init_hidden = init_state(config.hidden_size, self.forward_dtype)
 
     def empty_carry(self, batch_size: int, device: torch.device) -> InnerCarry:
         return (torch.empty(self.state_shape(batch_size), dtype=self.forward_dtype, device=device),)
