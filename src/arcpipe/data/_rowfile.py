@@ -9,8 +9,9 @@ O_DIRECT needs the buffer address, the length and the file offset aligned to the
 multiple of 4096 bytes of rows, so every window starts at the same offset modulo 4096 as the data does (the length
 of the `.npy` header): each window is rendered into an aligned buffer at that offset, the bytes before it are the
 previous window's last bytes (or the header), and the last `offset` bytes are carried over to the next window. The
-final tail (less than one block) goes through an ordinary write. Filesystems without O_DIRECT (tmpfs, some network
-filesystems) get ordinary writes of the same bytes: the file is byte-identical either way.
+final tail (less than one block) goes through an ordinary write. Filesystems without O_DIRECT (older tmpfs, some
+network filesystems), at open or at the first write, get ordinary writes of the same bytes: the file is
+byte-identical either way.
 """
 
 from __future__ import annotations
@@ -39,10 +40,8 @@ class RowFile:
     def __init__(self, path: Path, header: bytes, *, row_bytes: int, window_rows: int) -> None:
         assert (row_bytes * window_rows) % ALIGN == 0, "a window must hold whole blocks"
         assert len(header) < ALIGN
-        self.path = path
         self.offset = len(header)  # where rows start inside a buffer, and in the file modulo ALIGN
         self.row_bytes = row_bytes
-        self.window_rows = window_rows
         size = self.offset + row_bytes * window_rows
         self._raw = [mmap.mmap(-1, size) for _ in range(2)]  # anonymous maps are page aligned
         self._views = [
@@ -72,8 +71,7 @@ class RowFile:
     def close(self) -> None:
         try:
             if self._carry:
-                if self.direct:  # an unaligned tail: clear O_DIRECT for the last write
-                    _set_direct(self._fd, False)
+                self._no_direct()  # an unaligned tail
                 self._pwrite_all(memoryview(self._carry), self._written)
         finally:
             os.close(self._fd)
@@ -86,43 +84,26 @@ class RowFile:
             except OSError as err:
                 if err.errno != errno.EINVAL or not self.direct:
                     raise
-                _set_direct(self._fd, False)  # the filesystem refused direct I/O after all: ordinary writes
-                self.direct = False
+                self._no_direct()  # the filesystem refuses direct writes (or this alignment): ordinary writes
                 continue
             view, position = view[done:], position + done
-            if view and self.direct and (done % ALIGN):
-                _set_direct(self._fd, False)  # a short unaligned write: finish without direct I/O
-                self.direct = False
+            if view and done % ALIGN:
+                self._no_direct()  # a short unaligned write: finish without direct I/O
+
+    def _no_direct(self) -> None:
+        if self.direct:
+            flags = fcntl.fcntl(self._fd, fcntl.F_GETFL)
+            fcntl.fcntl(self._fd, fcntl.F_SETFL, flags & ~O_DIRECT)
+            self.direct = False
 
 
 def _open(path: Path) -> int:
-    """A new, empty file for writing: with O_DIRECT when the filesystem takes direct writes, else without."""
+    """A new, empty file for writing: with O_DIRECT where the filesystem opens it so (a write it then refuses
+    falls back in RowFile._pwrite_all), else without."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
     if O_DIRECT:
         try:
-            fd = os.open(path, flags | O_DIRECT, 0o644)
-        except OSError:  # EINVAL on tmpfs and other filesystems without direct I/O
+            return os.open(path, flags | O_DIRECT, 0o644)
+        except OSError:  # EINVAL on filesystems without direct I/O
             pass
-        else:
-            if _try_direct(fd):
-                return fd
-            os.close(fd)
     return os.open(path, flags, 0o644)
-
-
-def _try_direct(fd: int) -> bool:
-    """Whether a direct write works here (tmpfs and some filesystems refuse it); leaves the file empty."""
-    probe = mmap.mmap(-1, ALIGN)
-    try:
-        os.pwrite(fd, probe, 0)
-    except OSError:
-        return False
-    finally:
-        probe.close()
-    os.ftruncate(fd, 0)
-    return True
-
-
-def _set_direct(fd: int, on: bool) -> None:
-    flags = fcntl.fcntl(fd, fcntl.F_GETFL)
-    fcntl.fcntl(fd, fcntl.F_SETFL, (flags | O_DIRECT) if on else (flags & ~O_DIRECT))
