@@ -71,7 +71,7 @@ def _bench(root: Path, data: Path, name: str, overrides: dict, steps: int, batch
                 "arch": "trm",
                 "preset": "tiny",
                 "arch_overrides": overrides,
-                "epochs": 1000,
+                "epochs": 2000,  # the second segment is the one the restart below resumes
                 "eval_interval": 1000,
                 "global_batch_size": batch,
                 "lr_warmup_steps": 10,
@@ -95,19 +95,13 @@ def _bench(root: Path, data: Path, name: str, overrides: dict, steps: int, batch
     saved = time.perf_counter() - t0
     t1 = time.perf_counter()
     fresh = Trainer(cfg, "r", data, root / "out")
-    fresh._load(*_latest(root / "out"))
+    fresh.resume(2000)  # what the next segment's job does: finds and loads state/epoch_1000.pt
+    assert fresh.position.step == trainer.position.step
     restart = time.perf_counter() - t1
     print(
         f"{name:<10} {steps * batch / elapsed:>11.1f} {elapsed / steps:>8.3f} {100 * wait:>9.2f}% "
         f"{saved + restart:>11.2f} {saved:>7.2f} {restart:>15.2f}"
     )
-
-
-def _latest(out: Path):
-    from arcpipe.train.checkpoint import load_state
-
-    path = out / "state" / "epoch_1000.pt"
-    return load_state(path), path
 
 
 if __name__ == "__main__":
