@@ -66,16 +66,19 @@ def _train_chain(config, out, data, epochs=(2, 4)):
 def test_killed_and_rerun_ends_bitwise_identical(tiny_dataset, tmp_path, write_config):
     config = write_config(tmp_path / "config.yaml", {"r": {}})
     straight = tmp_path / "straight"
-    _train_chain(config, straight, tiny_dataset)
+    _train_chain(config, straight, tiny_dataset, epochs=(2,))
+    started = time.monotonic()
+    _train_chain(config, straight, tiny_dataset, epochs=(4,))
+    segment_s = time.monotonic() - started  # how long segment 2 takes on this machine now, process start included
 
     killed = tmp_path / "killed"
     code, log = _finish(_train(config, killed, tiny_dataset, 2))
     assert code == 0, log
     rng = random.Random(0)
     kills = 0
-    for _ in range(3):  # kill segment 2 at random moments, then let it finish
+    for _ in range(3):  # kill segment 2 at random moments within its measured run time, then let it finish
         proc = _train(config, killed, tiny_dataset, 4)
-        time.sleep(rng.uniform(2.0, 6.0))
+        time.sleep(rng.uniform(0.3, 0.8) * segment_s)
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)
             kills += 1
