@@ -1,11 +1,20 @@
 # Config validated once; input functions and resource lookups for the rules. No rules here.
 import os
+import sys
 
 from snakemake.utils import validate
 
 from arcpipe.config import validate_config
+from pathlib import Path
+
+from arcpipe.jobs import (
+    device_flag,
+    evaluation_launch,
+    evaluation_resources,
+    preflight_resources,
+)
+from arcpipe.keep import config_drift, planned_jobs, retraining
 from arcpipe.launch import job_resources
-from arcpipe.launch import torchrun_launch as _torchrun_launch
 
 validate(config, "../config/schema.json")
 CFG = validate_config(config, source="config/config.yaml")
@@ -15,6 +24,14 @@ wildcard_constraints:
     dataset=r"[A-Za-z0-9._-]+",
     run=r"[A-Za-z0-9._-]+",
     epoch=r"[1-9][0-9]*",
+
+
+# a run whose checkpoints exist and whose training config changed stops every Snakemake call (arcpipe.keep)
+_DRIFT = config_drift(CFG)
+for _problem in _DRIFT:
+    print(f"arcpipe: {_problem}", file=sys.stderr)
+if _DRIFT:
+    raise SystemExit(2)
 
 
 def datasets_for(target):
@@ -35,14 +52,22 @@ def dataset_config(wildcards):
 
 
 def run_config(wildcards):
-    """The run's resolved config: the run, its dataset and the evaluation settings (not other runs)."""
+    """The run's resolved training config: the run and its dataset (not other runs, not the evaluation settings:
+    changing those must not retrain anything)."""
     run = CFG.runs[wildcards.run]
     return {
         "datasets": {run.dataset: CFG.datasets[run.dataset].model_dump(mode="json")},
         "runs": {wildcards.run: run.model_dump(mode="json")},
-        "evaluation": CFG.evaluation.model_dump(mode="json"),
-        "report": CFG.report.model_dump(mode="json"),
     }
+
+
+def eval_config(wildcards):
+    """The evaluation settings of one run's checkpoints: the shared section with the run's batch size."""
+    run = CFG.runs[wildcards.run]
+    evaluation = CFG.evaluation.model_dump(mode="json")
+    if run.eval_batch_size is not None:
+        evaluation["batch_size"] = run.eval_batch_size
+    return {"evaluation": evaluation}
 
 
 def dataset_dir_for_run(wildcards):
@@ -96,12 +121,9 @@ def runtime_for_run(wildcards):
     return 30 if CFG.runs[wildcards.run].target == "smoke" else 24 * 60
 
 
-def torchrun_launch(wildcards):
-    """ "" for one process (CPU or one GPU, no process group), else a torchrun prefix with the run's shape."""
-    run = CFG.runs[wildcards.run]
-    # a fresh rendezvous port per segment
-    segment = int(wildcards.epoch) // run.eval_interval
-    return _torchrun_launch(run.nodes, run.gpus_per_node, segment=segment)
+def segment_index(wildcards):
+    """The boundary's index in its run: a fresh rendezvous port per segment (arcpipe.launch)."""
+    return int(wildcards.epoch) // CFG.runs[wildcards.run].eval_interval
 
 
 def per_boundary(target, pattern):
@@ -172,12 +194,40 @@ def verified_datasets_for_report(wildcards):
     )
 
 
-def eval_gpus(wildcards):
-    return min(CFG.evaluation.gpus, 1)
+def eval_resource(name):
+    """A resource of a run's evaluation job (arcpipe.jobs.evaluation_resources): GPUs, memory, time limit."""
+
+    def lookup(wildcards):
+        run = CFG.runs[wildcards.run]
+        data = CFG.datasets[run.dataset]
+        return evaluation_resources(run, data, Path(dataset_dir_for_run(wildcards)))[
+            name
+        ]
+
+    lookup.__name__ = f"eval_{name}_for_run"
+    return lookup
+
+
+def preflight_resource(name):
+    def lookup(wildcards):
+        return preflight_resources(CFG.runs[wildcards.run])[name]
+
+    lookup.__name__ = f"preflight_{name}_for_run"
+    return lookup
 
 
 def eval_device(wildcards):
-    return "--device cuda" if CFG.evaluation.gpus else "--device cpu"
+    run = CFG.runs[wildcards.run]
+    return device_flag(run, run.evaluation_gpus)
+
+
+def eval_launch(wildcards):
+    return evaluation_launch(CFG.runs[wildcards.run])
+
+
+def preflight_device(wildcards):
+    run = CFG.runs[wildcards.run]
+    return device_flag(run, min(run.gpus_per_node, 1))
 
 
 def identifiers_for_run(wildcards):
@@ -189,3 +239,27 @@ def kaggle_bundle():
     name = CFG.evaluation.kaggle_run or next(iter(CFG.runs))
     epoch = CFG.evaluation.kaggle_epoch or CFG.runs[name].epochs
     return f"results/kaggle/{name}/epoch_{epoch}"
+
+
+def ancient_input(lookup):
+    """An input function whose file counts as old: a newer copy (re-verified, rebuilt the same) re-runs nothing."""
+
+    def wrapped(wildcards):
+        return ancient(lookup(wildcards))
+
+    wrapped.__name__ = f"ancient_{lookup.__name__}"
+    return wrapped
+
+
+def stop_if_retraining(workflow):
+    """onstart: stop before any job runs if Snakemake would retrain over an existing checkpoint (arcpipe.keep)."""
+    problems = retraining(planned_jobs(workflow.dag))
+    if problems:
+        for problem in problems:
+            print(f"arcpipe: {problem}", file=sys.stderr)
+        print(
+            "arcpipe: stopped before running anything; no file was changed (README: After a crash)",
+            file=sys.stderr,
+        )
+        workflow.persistence.unlock()  # this run's own locks: the next run must not find them stale
+        os._exit(3)  # at once: the scheduler has not started, no output was touched

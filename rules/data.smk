@@ -12,7 +12,10 @@ rule build_dataset:
         "logs/build_dataset/{dataset}.log",
     conda:
         "../envs/arcpipe.yaml"
-    threads: 2
+    threads: 8
+    resources:
+        mem_mb=16000,
+        runtime=120,
     params:
         dataset=dataset_config,  # rebuilt when, and only when, this dataset's config changes
     script:
@@ -30,5 +33,8 @@ rule verify_dataset:
         "logs/verify_dataset/{dataset}.log",
     conda:
         "../envs/arcpipe.yaml"
+    resources:
+        mem_mb=8000,
+        runtime=30,
     script:
         "../workflow/scripts/verify_dataset.py"

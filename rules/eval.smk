@@ -1,11 +1,28 @@
 # Evaluation: one job per checkpoint, on its own (smaller) resources, running while the next segment trains.
 
 
+rule write_eval_config:
+    output:
+        "results/eval/{run}/evaluation.yaml",
+    log:
+        "logs/write_eval_config/{run}.log",
+    localrule: True
+    conda:
+        "../envs/arcpipe.yaml"
+    resources:
+        mem_mb=1000,
+        runtime=5,
+    params:
+        resolved=eval_config,  # rewritten when, and only when, this run's evaluation settings change
+    script:
+        "../workflow/scripts/write_run_config.py"
+
+
 rule evaluate_checkpoint:
     input:
         ckpt="results/runs/{run}/ckpt/epoch_{epoch}.pt",
-        verified=verified_dataset,
-        config="results/runs/{run}/config.yaml",
+        verified=ancient_input(verified_dataset),
+        config="results/eval/{run}/evaluation.yaml",
     output:
         metrics="results/eval/{run}/epoch_{epoch}/metrics.json",
         submission="results/eval/{run}/epoch_{epoch}/submission.json",
@@ -15,13 +32,19 @@ rule evaluate_checkpoint:
         "logs/evaluate_checkpoint/{run}/epoch_{epoch}.log",
     conda:
         "../envs/arcpipe.yaml"
+    threads: 8
     resources:
-        gpu=eval_gpus,
+        gpu=eval_resource("gpu"),  # 1 when the run trains on GPUs (runs.<run>.eval_gpus)
+        mem_mb=eval_resource("mem_mb"),
+        shm_mb=eval_resource("shm_mb"),
+        runtime=eval_resource("runtime"),  # sized from the test split (arcpipe.jobs)
     params:
         data=dataset_dir_for_run,
         device=eval_device,
+        launch=eval_launch,
     shell:
-        "arcpipe evaluate {input.ckpt} {params.data} --out results/eval/{wildcards.run}/epoch_{wildcards.epoch} "
+        "{params.launch} arcpipe evaluate {input.ckpt} {params.data} "
+        "--out results/eval/{wildcards.run}/epoch_{wildcards.epoch} "
         "--config {input.config} {params.device} > {log} 2>&1"
 
 

@@ -39,6 +39,9 @@ rule render_report:
         "logs/render_report/report.log",
     conda:
         "../envs/arcpipe.yaml"
+    resources:
+        mem_mb=4000,
+        runtime=30,
     script:
         "../workflow/scripts/render_report.py"
 
@@ -57,6 +60,9 @@ rule pool_votes:
         "logs/pool_votes/report.log",
     conda:
         "../envs/arcpipe.yaml"
+    resources:
+        mem_mb=4000,
+        runtime=30,
     script:
         "../workflow/scripts/pooled_report.py"
 

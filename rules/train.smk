@@ -9,15 +9,18 @@ rule write_run_config:
     localrule: True
     conda:
         "../envs/arcpipe.yaml"
+    resources:
+        mem_mb=1000,
+        runtime=5,
     params:
-        resolved=run_config,  # rewritten when, and only when, this run's resolved config changes
+        resolved=run_config,  # rewritten when, and only when, this run's training config changes
     script:
         "../workflow/scripts/write_run_config.py"
 
 
 rule run_preflight:
     input:
-        verified=verified_dataset,
+        verified=ancient_input(verified_dataset),  # re-verifying the same data re-runs nothing
         config="results/runs/{run}/config.yaml",
     output:
         "results/runs/{run}/preflight.json",
@@ -25,6 +28,12 @@ rule run_preflight:
         "logs/preflight/{run}.log",
     conda:
         "../envs/arcpipe.yaml"
+    threads: 4
+    resources:
+        gpu=preflight_resource("gpu"),  # one GPU when the run trains on GPUs: its out-of-memory shows here
+        mem_mb=preflight_resource("mem_mb"),
+        shm_mb=preflight_resource("shm_mb"),
+        runtime=preflight_resource("runtime"),
     params:
         data=dataset_dir_for_run,
     shell:
@@ -35,8 +44,8 @@ rule run_preflight:
 rule train_segment:
     input:
         unpack(previous_boundary),  # the previous boundary's ckpt + state; none for the first
-        verified=verified_dataset,
-        config="results/runs/{run}/config.yaml",
+        verified=ancient_input(verified_dataset),  # the trainer checks the data's identity and verification
+        config=ancient("results/runs/{run}/config.yaml"),  # changed training fields stop the plan (arcpipe.keep)
         gate=first_segment_gate,  # full runs: the preflight passed
     output:
         ckpt="results/runs/{run}/ckpt/epoch_{epoch}.pt",  # evaluated; kept
@@ -59,11 +68,18 @@ rule train_segment:
         slurm_extra=shape_resource("slurm_extra"),
         runtime=runtime_for_run,  # minutes; a profile's set-resources may override it
     params:
-        launch=torchrun_launch,
+        segment=segment_index,  # the launcher reads the run's shape from the config when the job starts
         data=dataset_dir_for_run,
     # `>>`: on ICE every pod of a multi-node job runs this line; `>` in a late pod would truncate pod 0's log
     # (arcpipe.launch moves the other pods' output to <log>.pod<k>)
     shell:
-        "{params.launch} arcpipe train --config {input.config} --run {wildcards.run} --data {params.data} "
+        "python -m arcpipe.launch --config {input.config} --run {wildcards.run} --segment {params.segment} -- "
+        "arcpipe train --config {input.config} --run {wildcards.run} --data {params.data} "
         "--out results/runs/{wildcards.run} --until-epoch {wildcards.epoch} "
         "--deadline {resources.runtime}m >> {log} 2>&1"
+
+
+# After the plan, before any job runs (never in dry runs or inside cluster jobs): stop if a training job would
+# re-run over an existing checkpoint (arcpipe.keep). Nothing has been deleted at this point.
+onstart:
+    stop_if_retraining(workflow)

@@ -45,7 +45,34 @@ def _parser() -> argparse.ArgumentParser:
     _add_config(stages)
     _add_models(stages)
     _add_eval(stages)
+    _add_runs(stages)
     return parser
+
+
+# --------------------------------------------------------------------------------------------------------------
+# runs
+
+
+def _add_runs(stages: argparse._SubParsersAction) -> None:
+    runs = stages.add_parser("runs", help="a run's results on disk")
+    verbs = runs.add_subparsers(dest="verb", required=True, metavar="VERB")
+    archive = verbs.add_parser(
+        "archive",
+        help="set a run's checkpoints, state and evaluations aside (results/archive/RUN-TIME/), so that the "
+        "workflow trains it anew; the only way arcpipe lets a trained checkpoint leave its place",
+    )
+    archive.add_argument("run")
+    archive.add_argument("--config", type=Path, default=Path("config/config.yaml"))
+    archive.set_defaults(handler=_runs_archive)
+
+
+def _runs_archive(args: argparse.Namespace) -> int:
+    from arcpipe.config import load_config
+    from arcpipe.keep import archive_run
+
+    dest = archive_run(load_config(args.config).runs, args.run)
+    print(f"{args.run}: moved to {dest}; the next snakemake run trains it anew")
+    return 0
 
 
 # --------------------------------------------------------------------------------------------------------------

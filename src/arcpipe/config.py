@@ -116,6 +116,14 @@ class RunConfig(Strict):
     side_checkpoint_minutes: float = Field(default=10.0, gt=0)  # resume point inside a segment
     wandb: Literal["online", "offline", "disabled"] = "disabled"  # WANDB_MODE in the environment wins
     wandb_project: str = "arcpipe"
+    # rehearsal only (config/rehearsal.yaml): jobs are shaped and scheduled as GPU jobs (nodes x gpus_per_node),
+    # but every "GPU" is a CPU process (gloo); the logs say so. Never set it for a real run.
+    simulate_gpus: bool = False
+
+    # evaluation of each checkpoint: its own job, on GPUs whenever the run trains on GPUs
+    eval_gpus: int | None = Field(default=None, ge=0)  # None: 1 if gpus_per_node > 0, else 0 (CPU)
+    eval_batch_size: int | None = Field(default=None, gt=0)  # None: evaluation.batch_size
+    eval_runtime_minutes: int | None = Field(default=None, gt=0)  # None: estimated from the test split
 
     @model_validator(mode="after")
     def _boundaries(self) -> RunConfig:
@@ -141,6 +149,20 @@ class RunConfig(Strict):
         if problems:
             raise ValueError("; ".join(problems))
         return self
+
+    @property
+    def uses_gpus(self) -> bool:
+        """The run's jobs ask the scheduler for GPUs (also when they are simulated)."""
+        return self.gpus_per_node > 0
+
+    @property
+    def cuda(self) -> bool:
+        """Training and evaluation run on CUDA (GPUs asked for and not simulated)."""
+        return self.uses_gpus and not self.simulate_gpus
+
+    @property
+    def evaluation_gpus(self) -> int:
+        return self.eval_gpus if self.eval_gpus is not None else int(self.uses_gpus)
 
     @property
     def num_evaluations(self) -> int:
@@ -176,7 +198,6 @@ class EvaluationConfig(Strict):
     submission_k: int = Field(default=2, ge=1)
     batch_size: int = Field(default=768, gt=0)  # global examples per inference batch
     quick_puzzles: int | None = Field(default=None, gt=0)  # a fixed subset of test puzzles, for fast feedback
-    gpus: int = Field(default=0, ge=0)
     kaggle_run: str | None = None  # the run `snakemake kaggle` bundles; None: the first run in the config
     kaggle_epoch: int | None = Field(default=None, gt=0)  # its checkpoint; None: the run's last
 
@@ -297,3 +318,34 @@ def write_yaml_atomic(path: Path, data: Any) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(yaml.safe_dump(data, sort_keys=False))
     tmp.replace(path)
+
+
+# fields of a run that only say how it is executed or evaluated: they may change between segments (and after
+# checkpoints exist) without changing what training computes
+EXECUTION_FIELDS = frozenset(
+    {
+        "nodes",
+        "gpus_per_node",
+        "micro_batch_size",
+        "compile",
+        "max_hours",
+        "side_checkpoint_minutes",
+        "wandb",
+        "wandb_project",
+        "segment_evals",
+        "target",
+        "epochs",
+        "simulate_gpus",
+        "eval_gpus",
+        "eval_batch_size",
+        "eval_runtime_minutes",
+    }
+)
+
+
+def training_changes(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """`field: old -> new` for every field of two run configs (model_dump) that changes what training computes."""
+    differing = sorted(
+        k for k in current.keys() | saved.keys() if k not in EXECUTION_FIELDS and saved.get(k) != current.get(k)
+    )
+    return [f"{k}: {saved.get(k)!r} -> {current.get(k)!r}" for k in differing]

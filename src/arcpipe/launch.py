@@ -158,8 +158,10 @@ def detect_executor(env: dict[str, str]) -> str:
 def main(argv: Sequence[str] | None = None) -> None:
     """python -m arcpipe.launch --nodes 2 --gpus-per-node 4 -- arcpipe train --config ..."""
     parser = argparse.ArgumentParser(prog="python -m arcpipe.launch", description=main.__doc__, allow_abbrev=False)
-    parser.add_argument("--nodes", type=int, required=True)
-    parser.add_argument("--gpus-per-node", type=int, required=True)
+    parser.add_argument("--nodes", type=int)
+    parser.add_argument("--gpus-per-node", type=int)
+    parser.add_argument("--config", help="read the shape (nodes, gpus_per_node) of --run from this config")
+    parser.add_argument("--run", help="the run whose shape --config gives")
     parser.add_argument("--segment", type=int, default=0, help="the boundary's index in its run (rendezvous port)")
     parser.add_argument("--dry-run", action="store_true", help="print the command instead of running it")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the program and its arguments")
@@ -168,6 +170,19 @@ def main(argv: Sequence[str] | None = None) -> None:
     if not command:
         parser.error("give the command to launch after --")
     logging.basicConfig(level=logging.INFO, format="arcpipe.launch: %(message)s")
+    if args.config:
+        # the rules launch this way: the shape is read when the job starts, so it is no Snakemake param, and
+        # changing nodes or gpus_per_node between segments never marks finished segments for a re-run
+        from arcpipe.config import load_config
+
+        if not args.run:
+            parser.error("--config needs --run")
+        cfg = load_config(args.config)
+        if args.run not in cfg.runs:
+            parser.error(f"{args.config}: no run {args.run!r}")
+        args.nodes, args.gpus_per_node = cfg.runs[args.run].nodes, cfg.runs[args.run].gpus_per_node
+    elif args.nodes is None or args.gpus_per_node is None:
+        parser.error("give --nodes and --gpus-per-node, or --config and --run")
     argv_out = launch_command(args.nodes, args.gpus_per_node, command, segment=args.segment)
     if args.dry_run:
         print(shlex.join(argv_out))

@@ -1,11 +1,18 @@
-"""Shim for rule write_run_config: the run's resolved config, validated, as YAML."""
+"""Shim for rules write_run_config and write_eval_config: a run's resolved training config, or its evaluation
+settings, validated, as YAML. Rewritten when, and only when, the resolved values change (the rules' params)."""
 
 from pathlib import Path
 
 from arcpipe.config import validate_config, write_yaml_atomic
+from arcpipe.eval.predict import evaluation_config_from
 from arcpipe.shim import logged
 
 snakemake = snakemake  # noqa: F821  (injected by Snakemake)
 with logged(snakemake):
-    resolved = validate_config(snakemake.params.resolved, source=f"runs.{snakemake.wildcards.run}")
-    write_yaml_atomic(Path(snakemake.output[0]), resolved.model_dump(mode="json"))
+    resolved = snakemake.params.resolved
+    source = f"runs.{snakemake.wildcards.run}"
+    if "runs" in resolved:
+        checked = validate_config(resolved, source=source).model_dump(mode="json")
+    else:
+        checked = {"evaluation": evaluation_config_from(resolved, source).model_dump(mode="json")}
+    write_yaml_atomic(Path(snakemake.output[0]), checked)

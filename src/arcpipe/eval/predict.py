@@ -340,19 +340,25 @@ def predict(
 def load_evaluation_config(path: str | Path) -> EvaluationConfig:
     """The `evaluation:` section of a workflow or resolved run config (defaults where it has none)."""
     import yaml
-    from pydantic import ValidationError
-
-    from arcpipe.config import format_validation_error
 
     path = Path(path)
     try:
         raw = yaml.safe_load(path.read_text()) or {}
     except (OSError, yaml.YAMLError) as err:
         raise ArcpipeError(f"{path}: cannot read config ({err})") from None
+    return evaluation_config_from(raw, str(path))
+
+
+def evaluation_config_from(raw: dict, source: str) -> EvaluationConfig:
+    """The `evaluation:` section of a loaded config (defaults where it has none); errors name `source`."""
+    from pydantic import ValidationError
+
+    from arcpipe.config import format_validation_error
+
     try:
         return EvaluationConfig.model_validate(raw.get("evaluation") or {})
     except ValidationError as err:
-        raise ArcpipeError(f"{path}: evaluation: {format_validation_error(err)}") from None
+        raise ArcpipeError(f"{source}: evaluation: {format_validation_error(err)}") from None
 
 
 def check_verified(dataset_dir: Path) -> None:

@@ -18,26 +18,9 @@ from typing import Any
 
 import torch
 
-from arcpipe.config import ArcpipeError, RunConfig
+from arcpipe.config import ArcpipeError, RunConfig, training_changes
 
 STATE_FORMAT = "arcpipe-state/1"
-
-# fields that only say how a run is executed: they may change between segments without changing the result
-EXECUTION_FIELDS = frozenset(
-    {
-        "nodes",
-        "gpus_per_node",
-        "micro_batch_size",
-        "compile",
-        "max_hours",
-        "side_checkpoint_minutes",
-        "wandb",
-        "wandb_project",
-        "segment_evals",
-        "target",
-        "epochs",
-    }
-)
 
 
 def save_atomic(obj: Any, path: Path) -> None:
@@ -72,12 +55,7 @@ def load_state(path: Path) -> dict[str, Any]:
 
 def check_compatible(state: dict[str, Any], path: Path, run: RunConfig, identifiers_sha256: str) -> None:
     """Refuse to continue from a state made with another model/optimizer/data config, listing the fields."""
-    saved = state["run_config"]
-    current = run.model_dump(mode="json")
-    differing = sorted(
-        k for k in current.keys() | saved.keys() if k not in EXECUTION_FIELDS and saved.get(k) != current.get(k)
-    )
-    problems = [f"{k}: {saved.get(k)!r} -> {current.get(k)!r}" for k in differing]
+    problems = training_changes(state["run_config"], run.model_dump(mode="json"))
     if state["identifiers_sha256"] != identifiers_sha256:
         problems.append("the dataset's identifiers.json differs (puzzle-embedding rows would be misassigned)")
     if problems:

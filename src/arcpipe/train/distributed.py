@@ -7,6 +7,7 @@ already divided by the global batch; the puzzle-embedding optimizer all-gathers 
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 from datetime import timedelta
@@ -16,6 +17,8 @@ from arcpipe.config import ArcpipeError, RunConfig
 
 if TYPE_CHECKING:
     from torch import nn
+
+log = logging.getLogger(__name__)
 
 # torch is imported inside the functions that need it: `is_rank_zero` configures logging for every CLI command,
 # and `arcpipe data ...` should not pay torch's import time
@@ -52,7 +55,13 @@ def setup(run: RunConfig | None, gpus: int | None = None) -> DistEnv:
     import torch.distributed as dist
 
     env = dist_env()
-    want_gpu = (run.gpus_per_node if run is not None else gpus or 0) > 0
+    want_gpu = run.cuda if run is not None else (gpus or 0) > 0
+    if run is not None and run.simulate_gpus and env.rank == 0:
+        log.warning(
+            "simulate_gpus: the job was scheduled for %d node(s) x %d GPU(s) but trains on CPU (gloo); a rehearsal",
+            run.nodes,
+            run.gpus_per_node,
+        )
     if want_gpu:
         if not torch.cuda.is_available():
             raise ArcpipeError(
