@@ -23,7 +23,7 @@ import torch
 from arcpipe.config import ArcpipeError, load_config
 from arcpipe.data.dataset import load_split
 from arcpipe.train.loop import Trainer
-from arcpipe.train.sampler import collate
+from arcpipe.train.sampler import collate, plan_pass
 
 log = logging.getLogger(__name__)
 
@@ -54,14 +54,18 @@ def preflight(config_path: Path, run_name: str, data_dir: Path, out_dir: Path, r
         t0 = time.monotonic()
         trainer = Trainer(cfg, run_name, data_dir, scratch)
         report["build_s"] = time.monotonic() - t0
+        # the steps stay inside the first evaluation interval, so that the resume starts from the side
+        # checkpoint (a tiny dataset, as in a rehearsal, may have only a few steps per interval)
+        first = plan_pass(trainer.split, one_device.seed, 0, one_device.eval_interval, one_device.global_batch_size)
+        steps = max(1, min(NUM_STEPS, first.num_batches - 1))
         t1 = time.monotonic()
-        trainer.train_until(one_device.eval_interval, deadline=None, max_new_steps=NUM_STEPS)
-        report["step_s"] = (time.monotonic() - t1) / NUM_STEPS
-        report["checks"].append(f"trained {NUM_STEPS} steps")
+        trainer.train_until(one_device.eval_interval, deadline=None, max_new_steps=steps)
+        report["step_s"] = (time.monotonic() - t1) / steps
+        report["checks"].append(f"trained {steps} steps")
         resumed = Trainer(cfg, run_name, data_dir, scratch)
         resumed.train_until(one_device.eval_interval, deadline=None, max_new_steps=1)
-        if resumed.position.step != NUM_STEPS + 1:
-            raise ArcpipeError(f"preflight: resume continued at step {resumed.position.step}, not {NUM_STEPS + 1}")
+        if resumed.position.step != steps + 1:
+            raise ArcpipeError(f"preflight: resume continued at step {resumed.position.step}, not {steps + 1}")
         report["checks"].append("saved, loaded and resumed")
         report["eval"] = _short_evaluation(resumed, data_dir)
         report["checks"].append("evaluated one test batch for the full halt_max_steps")
