@@ -5,11 +5,17 @@
 #   SLURM_LAB_NODES=2 SLURM_LAB_GPUS=2 bash cluster/slurm/lab-up.sh
 # Settings: SLURM_LAB_NODES (2), SLURM_LAB_GPUS per node (2; char devices, so CUDA_VISIBLE_DEVICES is set but
 # torch stays on CPU), SLURM_LAB_STATE (/var/lib/arcpipe-slurm-lab: pids, packages installed, logs).
-# Accounting is off (no slurmdbd): use `slurm-status-command: squeue` (profiles/slurm-lab); MinJobAge is 600 s.
+# The lab offers what the real profiles/slurm names: partitions `cpu` (the default) and `gpu` (plus `debug`), every
+# node in each. What a lab truly differs in: its GPUs are fake GRES, and each node declares SLURM_LAB_CPUS (8) CPUs
+# and SLURM_LAB_MEM_MB (256000) MB whatever the machine has (SlurmdParameters=config_overrides; no cgroups, so
+# nothing enforces them), so that the jobs of the real full runs, sized for GPU nodes, are accepted as they are.
+# Accounting is off (no slurmdbd): use `slurm-status-command: squeue` (profiles/slurm does); MinJobAge is 3600 s (every job of a rehearsal stays visible to `scontrol show job`).
 set -euo pipefail
 
 NODES=${SLURM_LAB_NODES:-2}
 GPUS=${SLURM_LAB_GPUS:-2}
+LAB_CPUS=${SLURM_LAB_CPUS:-8}
+LAB_MEM_MB=${SLURM_LAB_MEM_MB:-256000}
 STATE=${SLURM_LAB_STATE:-/var/lib/arcpipe-slurm-lab}
 CONF=/etc/slurm/slurm.conf
 MARK="# written by arcpipe cluster/slurm/lab-up.sh"
@@ -65,6 +71,8 @@ read -r cpus sockets cores threads mem < <(slurmd -C | awk '/^NodeName/ {
     for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
     print v["CPUs"], v["SocketsPerBoard"] * v["Boards"], v["CoresPerSocket"], v["ThreadsPerCore"], v["RealMemory"] }')
 mem=$((mem * 9 / 10))
+# declared, not real (see the header): one socket of LAB_CPUS cores
+cpus=$LAB_CPUS sockets=1 cores=$LAB_CPUS threads=1 mem=$LAB_MEM_MB
 gres=""
 [ "$GPUS" -gt 0 ] && gres="Gres=gpu:$GPUS"
 conf=$(cat <<EOF
@@ -94,16 +102,19 @@ JobAcctGatherType=jobacct_gather/none
 JobCompType=jobcomp/none
 MailProg=/bin/true
 ReturnToService=2
-MinJobAge=600
+MinJobAge=3600
 KillWait=5
 SlurmdTimeout=300
 GresTypes=gpu
+SlurmdParameters=config_overrides
 EOF
 )
 for i in $(seq "$NODES"); do
     conf+=$'\n'"NodeName=lab$i NodeHostname=$host NodeAddr=127.0.0.1 Port=$((17000 + i)) CPUs=$cpus Sockets=$sockets CoresPerSocket=$cores ThreadsPerCore=$threads RealMemory=$mem $gres State=UNKNOWN"
 done
-conf+=$'\n'"PartitionName=debug Nodes=lab[1-$NODES] Default=YES MaxTime=INFINITE State=UP"
+conf+=$'\n'"PartitionName=cpu Nodes=lab[1-$NODES] Default=YES MaxTime=INFINITE State=UP"
+conf+=$'\n'"PartitionName=gpu Nodes=lab[1-$NODES] MaxTime=INFINITE State=UP"
+conf+=$'\n'"PartitionName=debug Nodes=lab[1-$NODES] MaxTime=INFINITE State=UP"
 gres_conf="$MARK"
 if [ "$GPUS" -gt 0 ]; then
     for g in $(seq 0 $((GPUS - 1))); do  # dummy char devices (like /dev/null): GRES needs File=
@@ -156,4 +167,4 @@ for _ in $(seq 60); do
 done
 [ "$states" = "idle " ] || die "nodes are '$states', not idle (see $STATE/slurmctld.log, $STATE/slurmd-lab1.log)"
 timeout 30 srun -N "$NODES" -n "$NODES" hostname > /dev/null || die "srun smoke test failed"
-say "up: $NODES nodes (lab1..lab$NODES), $cpus CPUs, ${mem} MB, $GPUS fake GPUs each; partition debug"
+say "up: $NODES nodes (lab1..lab$NODES), $cpus CPUs, ${mem} MB, $GPUS fake GPUs each (declared); partitions cpu, gpu, debug"

@@ -81,6 +81,8 @@ def evaluate_checkpoint(
         split = load_split(dataset_dir, "test")
         ckpt = read_weights(checkpoint)  # read once: metadata checks first, then the weights
         meta = {k: v for k, v in ckpt.items() if k != "model"}
+        if (meta.get("run_config") or {}).get("simulate_gpus"):
+            torch.set_num_threads(1)  # a rehearsal's checkpoint: one thread per process (distributed.setup)
         check_identifiers(meta, identifiers_sha256(dataset_dir), source=checkpoint, dataset=dataset_dir)
         check_sizes(meta, split.metadata, checkpoint, dataset_dir)
         test = load_test_puzzles(dataset_dir / "test_puzzles.json")
