@@ -13,6 +13,7 @@ from arcpipe.jobs import (
     evaluation_resources,
     preflight_resources,
 )
+from arcpipe.driver import record_executor, register, take_over
 from arcpipe.keep import config_drift, planned_jobs, retraining
 from arcpipe.launch import job_resources
 
@@ -27,6 +28,54 @@ wildcard_constraints:
 
 
 # a run whose checkpoints exist and whose training config changed stops every Snakemake call (arcpipe.keep)
+# the driver: take over from a dead one (its lock, its still-running cluster jobs), then record this one
+# (arcpipe.driver); only in the process that plans and submits, never in dry runs or inside cluster jobs
+NOT_DRIVING = {
+    "-n",
+    "--dry-run",
+    "--dryrun",
+    "--unlock",
+    "--lint",
+    "--list",
+    "--list-rules",
+    "--summary",
+}
+NOT_DRIVING |= {
+    "--detailed-summary",
+    "--dag",
+    "--rulegraph",
+    "--filegraph",
+    "--d3dag",
+    "--report",
+}
+NOT_DRIVING |= {
+    "--cleanup-metadata",
+    "--list-changes",
+    "--lc",
+    "--list-input-changes",
+    "--li",
+}
+
+
+def driving(argv):
+    return not any(
+        a in NOT_DRIVING
+        or (a[:1] == "-" and a[1:2] != "-" and "n" in a[1:] and a[1:].isalpha())
+        for a in argv
+    )
+
+
+if workflow.is_main_process and driving(sys.argv[1:]):
+    try:
+        _may_drive, _lines = take_over(Path("."))
+    except RuntimeError as err:
+        print(f"arcpipe: {err}", file=sys.stderr)
+        raise SystemExit(2)
+    for _line in _lines:
+        print(f"arcpipe: {_line}", file=sys.stderr)
+    if _may_drive:
+        register(Path("."))
+
 _DRIFT = config_drift(CFG)
 for _problem in _DRIFT:
     print(f"arcpipe: {_problem}", file=sys.stderr)
@@ -251,8 +300,20 @@ def ancient_input(lookup):
     return wrapped
 
 
+def on_driver_start(workflow):
+    """onstart: record how this driver's jobs are cancelled (arcpipe.driver), then the checkpoint guard."""
+    settings = workflow.executor_settings
+    record_executor(
+        Path("."),
+        workflow.executor_plugin.name if workflow.executor_plugin else None,
+        getattr(settings, "cancel_cmd", None),
+        getattr(settings, "status_cmd", None),
+    )
+    stop_if_retraining(workflow)
+
+
 def stop_if_retraining(workflow):
-    """onstart: stop before any job runs if Snakemake would retrain over an existing checkpoint (arcpipe.keep)."""
+    """Stop before any job runs if Snakemake would retrain over an existing checkpoint (arcpipe.keep)."""
     problems = retraining(planned_jobs(workflow.dag))
     if problems:
         for problem in problems:

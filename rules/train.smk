@@ -79,7 +79,8 @@ rule train_segment:
         "--deadline {resources.runtime}m >> {log} 2>&1"
 
 
-# After the plan, before any job runs (never in dry runs or inside cluster jobs): stop if a training job would
-# re-run over an existing checkpoint (arcpipe.keep). Nothing has been deleted at this point.
+# After the plan, before any job runs (never in dry runs or inside cluster jobs): record the driver's executor
+# (arcpipe.driver), and stop if a training job would re-run over an existing checkpoint (arcpipe.keep). Nothing
+# has been deleted at this point.
 onstart:
-    stop_if_retraining(workflow)
+    on_driver_start(workflow)

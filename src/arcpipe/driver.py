@@ -1,0 +1,200 @@
+"""The workflow's driver (the Snakemake process that plans and submits): who holds `.snakemake/locks`, whether it
+is still alive, and taking over from a dead one, so that the same command run again simply continues.
+
+A driver killed with SIGKILL (an evicted ICE driver pod, a rebooted login node) leaves Snakemake's lock behind,
+and its cluster jobs keep running. Run again, Snakemake would stop with a LockException, and after a manual
+`--unlock` it would submit the unfinished jobs a second time while the first ones still train. Instead:
+
+* every driver writes `.snakemake/arcpipe-driver.json` (host, boot id, pid and the pid's start time) when it
+  starts, and touches it every HEARTBEAT_S seconds from a daemon thread; at onstart it adds its executor and the
+  commands that cancel and query its jobs;
+* a new driver that finds the lock decides whether the holder is alive:
+  - same host (same hostname and boot id): alive if a process with that pid and that start time exists. This
+    is exact; a reused pid has another start time;
+  - another host (a re-created driver pod): alive if its heartbeat is younger than 3 x HEARTBEAT_S.
+  An alive holder is left alone (Snakemake's LockException follows, with our line naming the holder);
+* a dead holder's unfinished jobs, the external job ids Snakemake stored in `.snakemake/incomplete`, are
+  cancelled through the dead driver's own executor (scancel, or the ICE profile's cancel command) and waited
+  for until the scheduler no longer runs them; only then is the stale lock removed, and Snakemake re-runs them
+  (`rerun-incomplete`), from their side checkpoints. So no two jobs ever train the same segment at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+RECORD = Path(".snakemake") / "arcpipe-driver.json"
+LOCKS = Path(".snakemake") / "locks"
+INCOMPLETE = Path(".snakemake") / "incomplete"
+HEARTBEAT_S = float(os.environ.get("ARCPIPE_DRIVER_HEARTBEAT_S", "30"))
+CANCEL_WAIT_S = 600  # a cancelled job's processes must be gone before its segment is submitted again
+
+
+def _boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _start_ticks(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (field 22 of /proc/PID/stat), None if it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[19])  # the comm field may hold spaces and ')'
+
+
+def identity() -> dict[str, Any]:
+    return {
+        "host": socket.gethostname(),
+        "boot_id": _boot_id(),
+        "pid": os.getpid(),
+        "start_ticks": _start_ticks(os.getpid()),
+    }
+
+
+def _write(workdir: Path, record: dict[str, Any]) -> None:
+    path = workdir / RECORD
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_text(json.dumps(record, indent=1))
+    tmp.replace(path)
+
+
+def read_record(workdir: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads((workdir / RECORD).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def register(workdir: Path) -> None:
+    """Record this process as the driver and keep its heartbeat going (a daemon thread; dies with the process)."""
+    record = {**identity(), "started": time.time(), "executor": None}
+    _write(workdir, record)
+
+    def beat() -> None:
+        path = workdir / RECORD
+        while True:
+            time.sleep(HEARTBEAT_S)
+            with contextlib.suppress(OSError):
+                os.utime(path)
+
+    threading.Thread(target=beat, name="arcpipe-driver-heartbeat", daemon=True).start()
+
+
+def record_executor(workdir: Path, name: str | None, cancel: str | None, status: str | None) -> None:
+    """onstart: how this driver's jobs are cancelled and queried, for whoever takes over after it."""
+    record = read_record(workdir) or identity()
+    if record.get("pid") != os.getpid():
+        return  # not ours (a dry run, or a driver that never registered)
+    _write(workdir, {**record, "executor": name, "cancel": cancel, "status": status})
+
+
+def holder_alive(record: dict[str, Any], workdir: Path) -> tuple[bool, str]:
+    """(alive, how we know) for the driver a record describes."""
+    me = identity()
+    who = f"pid {record.get('pid')} on host {record.get('host')}"
+    if record.get("host") == me["host"] and record.get("boot_id") == me["boot_id"]:
+        ticks = _start_ticks(int(record.get("pid", 0)))
+        if ticks is not None and ticks == record.get("start_ticks"):
+            return True, f"{who} is running"
+        return False, f"{who}: no such process since it started (same host and boot)"
+    try:
+        age = time.time() - (workdir / RECORD).stat().st_mtime
+    except OSError:
+        return False, f"{who}: no heartbeat file"
+    if age < 3 * HEARTBEAT_S:
+        return True, f"{who} (another host) beat {age:.0f} s ago"
+    return False, f"{who} (another host): last heartbeat {age:.0f} s ago (> 3 x {HEARTBEAT_S:.0f} s)"
+
+
+def unfinished_job_ids(workdir: Path) -> list[str]:
+    """The external ids Snakemake stored for jobs that started and never finished."""
+    ids = set()
+    for path in (workdir / INCOMPLETE).rglob("*"):
+        if path.is_file():
+            with contextlib.suppress(OSError, ValueError):
+                job_id = json.loads(path.read_text()).get("external_jobid")
+                if job_id:
+                    ids.add(str(job_id))
+    return sorted(ids)
+
+
+def _slurm_running(ids: list[str]) -> list[str]:
+    out = subprocess.run(
+        ["squeue", "-h", "-o", "%i", "-j", ",".join(ids)], capture_output=True, text=True, timeout=60
+    ).stdout
+    return [i for i in out.split() if i in ids]
+
+
+def _status_running(status: str) -> Callable[[list[str]], list[str]]:
+    def running(ids: list[str]) -> list[str]:
+        left = []
+        for job_id in ids:
+            out = subprocess.run(
+                f"{status} {shlex.quote(job_id)}", shell=True, capture_output=True, text=True, timeout=60
+            ).stdout
+            if out.strip() == "running":
+                left.append(job_id)
+        return left
+
+    return running
+
+
+def cancel_and_wait(record: dict[str, Any], ids: list[str]) -> str:
+    """Cancel the dead driver's unfinished jobs through its executor; wait until none runs. Returns what was done."""
+    executor = record.get("executor")
+    if not ids or executor in (None, "local", "dryrun", "touch"):
+        return "no cluster job to cancel"
+    if executor == "slurm":
+        subprocess.run(["scancel", *ids], check=False, timeout=60)
+        running = _slurm_running
+    elif executor == "cluster-generic" and record.get("cancel") and record.get("status"):
+        subprocess.run([*shlex.split(record["cancel"]), *ids], check=False, timeout=60)
+        running = _status_running(record["status"])
+    else:
+        raise RuntimeError(
+            f"the dead driver used executor {executor!r}, which arcpipe cannot cancel jobs of: cancel {ids} "
+            "by hand, then run `snakemake --unlock` and the same command again"
+        )
+    deadline = time.monotonic() + CANCEL_WAIT_S
+    left = running(ids)
+    while left and time.monotonic() < deadline:
+        time.sleep(2)
+        left = running(ids)
+    if left:
+        raise RuntimeError(f"jobs {left} of the dead driver still run {CANCEL_WAIT_S} s after cancelling them")
+    return f"cancelled its {len(ids)} unfinished {executor} job(s) ({', '.join(ids)}) and waited until they ended"
+
+
+def take_over(workdir: Path) -> tuple[bool, list[str]]:
+    """At a driver's start: (may this process drive, lines to print). Clears a dead driver's lock (module doc)."""
+    locks = [p for p in (workdir / LOCKS).glob("*.lock")] if (workdir / LOCKS).is_dir() else []
+    if not locks:
+        return True, []
+    record = read_record(workdir)
+    if record is None:
+        return False, [
+            "the workflow is locked (.snakemake/locks) by a driver that left no arcpipe record; if no other "
+            "snakemake runs in this directory, run `snakemake --unlock` and the same command again"
+        ]
+    alive, how = holder_alive(record, workdir)
+    if alive:
+        return False, [f"another driver holds the workflow's lock: {how}; wait for it, or stop it"]
+    done = cancel_and_wait(record, unfinished_job_ids(workdir))
+    for lock in locks:
+        lock.unlink(missing_ok=True)
+    return True, [f"took over from a dead driver ({how}): {done}; removed its stale lock"]
