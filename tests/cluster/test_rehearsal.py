@@ -9,19 +9,29 @@ What each job must ask for: training, preflight and evaluation GPUs on the GPU p
 gpus_per_node; preflight and evaluation at least one, as the run trains on GPUs); data and report stages no GPU
 on the CPU partition; every job a time limit and memory. The run must finish (every full run, its preflight, its
 segments grouped by segment_evals, every evaluation, the pooled votes and the full report).
+
+Each rehearsal is also a driver crash: the whole Snakemake process group is SIGKILLed while a training job runs
+on the scheduler, and the same command is run again with no manual step (README "After a crash"). It must take
+over (the dead driver's lock and its still-running jobs), no two jobs may ever train the same segment at once,
+and the interrupted run's final weights must equal an uninterrupted run's bitwise.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import random
 import re
 import shutil
+import signal
 import subprocess
+import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 import yaml
-from clusterlib import ROOT, base_env, snakemake
+from clusterlib import ROOT, VENV_BIN, base_env, snakemake
 from kubernetes.client import V1Job
 
 from arcpipe.config import WorkflowConfig
@@ -71,11 +81,66 @@ def expected_gpus(cfg: WorkflowConfig, rule: str, run: str) -> int:
     ]
 
 
+def kill_driver_while_training(work: Path, args: list[str], env: dict, training: callable, timeout_s: int = 900) -> str:
+    """Start `snakemake ARGS` in its own process group; SIGKILL the whole group at a random moment while a
+    training job runs on the scheduler (`training()` names it, or None). Returns the job that was running."""
+    with open(work / "killed-driver.log", "w") as log:
+        proc = subprocess.Popen(
+            [str(VENV_BIN / "snakemake"), *args], cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + timeout_s
+            running = None
+            while running is None and time.monotonic() < deadline and proc.poll() is None:
+                time.sleep(0.5)
+                running = training()
+            assert running, "no training job ever ran: " + (work / "killed-driver.log").read_text()[-3000:]
+            time.sleep(random.uniform(0, 3))  # a random moment inside the segment
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return running
+
+
+def final_weights(work: Path, run: str, epoch: int) -> dict:
+    import torch
+
+    return torch.load(work / f"results/runs/{run}/ckpt/epoch_{epoch}.pt", map_location="cpu", weights_only=False)[
+        "model"
+    ]
+
+
+def assert_equals_an_uninterrupted_run(tmp_path: Path, work: Path, cfg: WorkflowConfig, run: str) -> None:
+    """The run's last checkpoint, trained again here in one uninterrupted local Snakemake call, is bitwise equal."""
+    import torch
+
+    reference = workdir(tmp_path / "reference")
+    last = cfg.runs[run].epochs
+    target = f"results/runs/{run}/ckpt/epoch_{last}.pt"
+    done = snakemake(["--cores", "2", target, *REHEARSAL], reference, base_env(), 900)
+    assert done.returncode == 0, done.stdout[-3000:]
+    got, want = final_weights(work, run, last), final_weights(reference, run, last)
+    assert got.keys() == want.keys()
+    for key in want:
+        assert torch.equal(got[key], want[key]), f"{run}: {key} differs from an uninterrupted run"
+
+
 def test_full_rehearsal_through_the_slurm_profile(tmp_path: Path, slurm_lab: None) -> None:
     cfg = rehearsal_config()
     work = workdir(tmp_path)
-    done = snakemake(["--profile", str(ROOT / "profiles/slurm"), "full", *REHEARSAL], work, base_env(), 1400)
+    args = ["--profile", str(ROOT / "profiles/slurm"), "full", *REHEARSAL]
+
+    def training() -> str | None:
+        out = subprocess.run(["squeue", "-h", "-t", "R", "-o", "%i|%k|%Z"], capture_output=True, text=True).stdout
+        jobs = [line.split("|") for line in out.splitlines()]
+        return next((c for _, c, d in jobs if Path(d) == work and "train_segment" in c), None)
+
+    killed = kill_driver_while_training(work, args, base_env(), training)
+    assert training() == killed, "the dead driver's training job should still run on SLURM"
+    done = snakemake(args, work, base_env(), 1400)
     assert done.returncode == 0, done.stdout[-5000:]
+    assert "took over from a dead driver" in done.stdout and "cancelled its" in done.stdout, done.stdout[:3000]
     assert_every_full_job_finished(work, cfg)
 
     # every job SLURM received from this run, as slurmctld recorded it (MinJobAge keeps them for an hour)
@@ -84,11 +149,9 @@ def test_full_rehearsal_through_the_slurm_profile(tmp_path: Path, slurm_lab: Non
     jobs = [j for j in jobs if Path(j.get("WorkDir", "/")) == work]
     seen: dict[str, int] = {}
     for job in jobs:
-        rule_wc = re.fullmatch(r"rule_(\w+?)_wildcards_(.*)", job["Comment"]) or re.fullmatch(
-            r"rule_(\w+)", job["Comment"]
-        )
-        assert rule_wc, job["Comment"]
-        rule = rule_wc[1].removeprefix("group_").split("_wildcards")[0]
+        # the plugin's comment: rule_<rule>_wildcards_<values>, or rule_<group>_<rule> for a group job
+        rule = job["Comment"].removeprefix("rule_").split("_wildcards_")[0]
+        rule = "train_segment" if rule.startswith("train-") else rule
         seen[rule] = seen.get(rule, 0) + 1
         where = f"{job['Comment']} (job {job['JobId']})"
         assert job["TimeLimit"] not in ("UNLIMITED", "Partition_Limit"), where
@@ -97,24 +160,56 @@ def test_full_rehearsal_through_the_slurm_profile(tmp_path: Path, slurm_lab: Non
         gpus += sum(int(n) for n in re.findall(r"gres[:/]gpu[:=](\d+)", job.get("TresPerNode", ""))) * int(
             job["NumNodes"].split("-")[0]
         )
-        if rule in GPU_RULES or rule.startswith("train-"):
-            run = next(r for r in cfg.runs if r in job["Comment"])
-            want = expected_gpus(cfg, "train_segment" if rule.startswith("train-") else rule, run)
+        if rule in GPU_RULES:
+            run = next(r for r in cfg.runs if f"-{r}-" in job["Comment"] or f"_{r}" in job["Comment"])
+            want = expected_gpus(cfg, rule, run)
             assert job["Partition"] == "gpu", where
             assert gpus == want > 0, f"{where}: {gpus} GPUs, want {want}"
         else:
             assert rule in CPU_RULES, where
             assert job["Partition"] == "cpu" and gpus == 0, where
     assert set(seen) >= {"build_dataset", "verify_dataset", "run_preflight", "evaluate_checkpoint"}, seen
-    assert any(r.startswith("train") for r in seen), seen
+    assert "train_segment" in seen, seen
+
+    # no two jobs ever trained the same segment at once: the killed one ended before its re-run started
+    by_segment: dict[str, list[tuple[datetime, datetime]]] = {}
+    for job in jobs:
+        if "train" in job["Comment"]:
+            span = (datetime.fromisoformat(job["StartTime"]), datetime.fromisoformat(job["EndTime"]))
+            by_segment.setdefault(job["Comment"], []).append(span)
+    assert len(by_segment[killed]) == 2, by_segment[killed]  # the cancelled job and its re-run
+    for comment, spans in by_segment.items():
+        spans.sort()
+        for (_, end), (start, _) in zip(spans, spans[1:], strict=False):
+            assert end <= start, f"{comment}: two jobs trained it at once ({spans})"
+    run = next(r for r in cfg.runs if f"-{r}-" in killed or killed.endswith(f"_{r}"))
+    assert_equals_an_uninterrupted_run(tmp_path, work, cfg, run)
 
 
 def test_full_rehearsal_through_the_ice_profile(tmp_path: Path, fake_ice: dict) -> None:
     cfg = rehearsal_config()
     work = workdir(tmp_path)
     args = ["--profile", str(ROOT / "profiles/ice"), "--latency-wait", "10", "full", *REHEARSAL]
-    done = snakemake(args, work, fake_ice, 1400)
-    assert done.returncode == 0, done.stdout[-5000:]
+    env = {**fake_ice, "ARCPIPE_DRIVER_HEARTBEAT_S": "2"}
+    state = Path(fake_ice["FAKE_KUBECTL_STATE"])
+
+    def training() -> str | None:
+        for path in state.glob("*/job/smk-train-*.json"):
+            if list((state / path.parent.parent.name / "pods" / path.stem).glob("*.log")):
+                return path.stem  # a training Job whose pod started
+        return None
+
+    killed = kill_driver_while_training(work, args, env, training)
+    assert training() == killed, "the dead driver's training Job should still run"
+    # Kubernetes re-creates the driver pod (cluster/ice/driver.yaml): another host, so the old driver's heartbeat
+    # is what says it is gone; `unshare --uts` gives the new driver a hostname of its own
+    time.sleep(3 * 2 + 1)
+    restarted = ["unshare", "--uts", "sh", "-c", 'hostname driver-pod-2 && exec "$@"', "sh", "snakemake", *args]
+    done = subprocess.run(restarted, cwd=work, env=env, capture_output=True, text=True, timeout=1400)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out[-5000:]
+    assert "took over from a dead driver" in out and "(another host): last heartbeat" in out, out[:3000]
+    assert "cancelled its" in out, out[:3000]
     assert_every_full_job_finished(work, cfg)
 
     state = Path(fake_ice["FAKE_KUBECTL_STATE"])
@@ -124,7 +219,9 @@ def test_full_rehearsal_through_the_ice_profile(tmp_path: Path, fake_ice: dict) 
     for job in manifests:
         V1Job.model_validate(job)  # a valid batch/v1 Job
         labels = job["metadata"]["labels"]
-        rule = labels.get("arcpipe/rule") or labels.get("snakemake/rule")
+        rule = labels["arcpipe/rule"]
+        if rule == "group" and labels.get("arcpipe/group", "").startswith("train-"):
+            rule = "train_segment"  # a segment's group job (segment_evals)
         seen.add(rule)
         pod = job["spec"]["template"]["spec"]
         container = pod["containers"][0]
@@ -135,8 +232,26 @@ def test_full_rehearsal_through_the_ice_profile(tmp_path: Path, fake_ice: dict) 
         assert int(limits["memory"].removesuffix("Mi")) >= 1000, where
         shm = next(v for v in pod["volumes"] if v["name"] == "dshm")
         assert shm["emptyDir"]["medium"] == "Memory" and shm["emptyDir"]["sizeLimit"], where
-        if rule in GPU_RULES or (rule or "").startswith("train"):
-            assert gpus > 0 and "nodeSelector" in pod or "tolerations" in pod, where
+        if rule in GPU_RULES:
+            assert gpus > 0 and ("nodeSelector" in pod or "tolerations" in pod), where
         else:
             assert gpus == 0, where
     assert {"build_dataset", "evaluate_checkpoint", "run_preflight"} <= seen, seen
+    # the killed Job's pods were gone before its segment's next Job started
+    calls = [json.loads(line) for line in (state / "calls.log").read_text().splitlines()]
+    assert any(c[:2] == ["delete", "job"] and killed in c for c in calls), "the dead driver's Job was not cancelled"
+    run = next(r for r in cfg.runs if f"-{r}-" in f"-{killed}-")
+    assert_equals_an_uninterrupted_run(tmp_path, work, cfg, run)
+
+
+def test_the_ice_driver_is_re_created_when_it_dies() -> None:
+    """cluster/ice/driver.yaml: a killed or evicted driver pod is replaced (podFailurePolicy), a failed workflow
+    is not retried, and the driver runs the same command, so it takes over as the test above shows."""
+    driver = yaml.safe_load((ROOT / "cluster/ice/driver.yaml").read_text())
+    V1Job.model_validate(driver)
+    spec = driver["spec"]
+    assert spec["backoffLimit"] >= 3 and spec["template"]["spec"]["restartPolicy"] == "Never"
+    rules = spec["podFailurePolicy"]["rules"]
+    assert any(r["action"] == "Ignore" and r.get("onPodConditions") for r in rules)  # evictions do not count
+    fail = next(r for r in rules if r["action"] == "FailJob")
+    assert fail["onExitCodes"]["operator"] == "NotIn" and 137 in fail["onExitCodes"]["values"]
