@@ -2,23 +2,28 @@
 import os
 import sys
 
-from snakemake.utils import validate
-
-from arcpipe.config import validate_config
+from arcpipe.config import workflow_config
 from pathlib import Path
 
 from arcpipe.jobs import (
     device_flag,
     evaluation_launch,
     evaluation_resources,
+    partition_problems,
     preflight_resources,
+    slurm_partitions,
 )
 from arcpipe.driver import record_executor, register, take_over
 from arcpipe.keep import config_drift, planned_jobs, retraining
 from arcpipe.launch import job_resources
 
-validate(config, "../config/schema.json")
-CFG = validate_config(config, source="config/config.yaml")
+# every check, the arch's presets and fields included; a bad config stops here with one line per problem
+CFG = workflow_config(
+    config,
+    workflow.configfiles,
+    workflow.overwrite_configfiles,
+    workflow.config_settings.config,
+)
 
 
 wildcard_constraints:
@@ -310,17 +315,43 @@ def on_driver_start(workflow):
         getattr(settings, "status_cmd", None),
     )
     stop_if_retraining(workflow)
+    if workflow.executor_plugin and workflow.executor_plugin.name == "slurm":
+        stop_if_partitions_missing(workflow)
+
+
+def stop_workflow(workflow, problems):
+    """Print one line per problem and end the driver before any job runs (its own locks released)."""
+    for problem in problems:
+        print(f"arcpipe: {problem}", file=sys.stderr)
+    print(
+        "arcpipe: stopped before running anything; no file was changed (README: After a crash)",
+        file=sys.stderr,
+    )
+    workflow.persistence.unlock()  # this run's own locks: the next run must not find them stale
+    os._exit(3)  # at once: the scheduler has not started, no output was touched
+
+
+def stop_if_partitions_missing(workflow):
+    """Every slurm_partition the planned jobs name must exist (a typo would fail each job at sbatch)."""
+    available = slurm_partitions()
+    if available is None:
+        return  # sbatch will say it
+    wanted = {}
+    for job in workflow.dag.needrun_jobs():
+        jobs = job.jobs if job.is_group() else [job]
+        for one in jobs:
+            name = one.resources.get("slurm_partition")
+            if name and not one.is_local:
+                wanted.setdefault(str(name), set()).add(one.rule.name)
+    problems = partition_problems(
+        wanted, available, "your SLURM profile (profiles/slurm/config.yaml)"
+    )
+    if problems:
+        stop_workflow(workflow, problems)
 
 
 def stop_if_retraining(workflow):
     """Stop before any job runs if Snakemake would retrain over an existing checkpoint (arcpipe.keep)."""
     problems = retraining(planned_jobs(workflow.dag))
     if problems:
-        for problem in problems:
-            print(f"arcpipe: {problem}", file=sys.stderr)
-        print(
-            "arcpipe: stopped before running anything; no file was changed (README: After a crash)",
-            file=sys.stderr,
-        )
-        workflow.persistence.unlock()  # this run's own locks: the next run must not find them stale
-        os._exit(3)  # at once: the scheduler has not started, no output was touched
+        stop_workflow(workflow, problems)

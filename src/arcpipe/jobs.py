@@ -72,3 +72,24 @@ def evaluation_launch(run: RunConfig) -> str:
     """ "" for one process; a torchrun prefix when a run evaluates on several GPUs (one node)."""
     gpus = run.evaluation_gpus
     return f"torchrun --standalone --nproc-per-node={gpus} --no-python --" if gpus > 1 else ""
+
+
+def partition_problems(wanted: dict[str, set[str]], available: set[str], profile_hint: str) -> list[str]:
+    """One line per partition the planned jobs name that the scheduler lacks: `wanted` maps partition -> rules."""
+    return [
+        f"slurm_partition={name!r} (rules {', '.join(sorted(rules))}) is not a partition of this cluster "
+        f"(partitions: {', '.join(sorted(available)) or 'none'}); set your site's partitions in {profile_hint}"
+        for name, rules in sorted(wanted.items())
+        if name not in available
+    ]
+
+
+def slurm_partitions() -> set[str] | None:
+    """The partitions `sinfo` lists (None when sinfo cannot be asked)."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["sinfo", "-h", "-o", "%R"], capture_output=True, text=True, timeout=60, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return set(out.stdout.split())

@@ -1,0 +1,135 @@
+"""No checkpoint is lost to a re-run (arcpipe.keep): after a failed verification by hand, a by-hand rebuild, a
+missing input Snakemake would re-make, a changed training config or changed evaluation settings, every checkpoint
+is still on disk, byte for byte; only `arcpipe runs archive` moves them, and then the run trains anew.
+
+One smoke run (module fixture); the scenarios run in order on it, each checking every checkpoint's bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+pytestmark = pytest.mark.timeout(1200)
+
+
+def run(work: Path, *argv: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "WANDB_MODE": "disabled"}
+    return subprocess.run(argv, cwd=work, capture_output=True, text=True, timeout=900, env=env)
+
+
+def snakemake(work: Path, *args: str) -> subprocess.CompletedProcess:
+    return run(work, str(BIN / "snakemake"), *args)
+
+
+def digests(work: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(work)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted((work / "results/runs").glob("*/ckpt/*.pt"))
+    }
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    work = tmp_path_factory.mktemp("keep")
+    for name in ("Snakefile", "rules", "config", "workflow", "profiles", "envs"):
+        (shutil.copytree if (ROOT / name).is_dir() else shutil.copy2)(ROOT / name, work / name)
+    done = snakemake(work, "smoke")
+    assert done.returncode == 0, done.stderr[-4000:]
+    kept = digests(work)
+    assert len(kept) == 2, kept
+    return work, kept
+
+
+def test_a_failed_verification_by_hand_loses_no_checkpoint(smoke: tuple[Path, dict[str, str]]) -> None:
+    # the issue's reproduction: truncate a data file, verify by hand (fails), run the workflow again
+    work, kept = smoke
+    data = work / "results/data/smoke/train/all__inputs.npy"
+    data.write_bytes(data.read_bytes()[:1000])
+    verify = run(work, str(BIN / "arcpipe"), "data", "verify", "results/data/smoke")
+    assert verify.returncode != 0
+    snakemake(work, "smoke")
+    assert digests(work) == kept
+
+
+def test_a_rebuild_of_the_same_data_retrains_nothing(smoke: tuple[Path, dict[str, str]]) -> None:
+    work, kept = smoke
+    done = snakemake(work, "--forcerun", "build_dataset", "smoke")  # rebuilds the truncated file, re-verifies
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert "rule train_segment" not in done.stdout + done.stderr
+    assert digests(work) == kept
+
+
+def test_a_missing_input_snakemake_would_remake_stops_before_anything_runs(
+    smoke: tuple[Path, dict[str, str]],
+) -> None:
+    work, kept = smoke
+    (work / "results/data/smoke/verify.json").unlink()
+    done = snakemake(work, "smoke")
+    assert done.returncode == 3, done.stderr[-4000:]
+    lines = [line for line in done.stderr.splitlines() if line.startswith("arcpipe:")]
+    assert any("ckpt/epoch_2.pt: Snakemake would train it again" in line for line in lines), done.stderr[-3000:]
+    assert "snakemake results/data/smoke/verify.json" in done.stderr  # the way out
+    assert "Traceback" not in done.stderr
+    assert digests(work) == kept
+    assert not list((work / ".snakemake/locks").glob("*"))  # the next run is not locked out
+    # the way out the message names: re-make the input first, then the run has nothing to retrain
+    assert snakemake(work, "results/data/smoke/verify.json").returncode == 0
+    done = snakemake(work, "smoke")
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert digests(work) == kept
+
+
+def test_changed_evaluation_settings_re_evaluate_without_retraining(smoke: tuple[Path, dict[str, str]]) -> None:
+    work, kept = smoke
+    config = yaml.safe_load((work / "config/config.yaml").read_text())
+    config.setdefault("evaluation", {})["pass_ks"] = [1, 2, 3]
+    (work / "config/config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    mtimes = {p: p.stat().st_mtime_ns for p in (work / "results/runs").glob("*/ckpt/*.pt")}
+    done = snakemake(work, "smoke")
+    assert done.returncode == 0, done.stderr[-4000:]
+    out = done.stdout + done.stderr
+    assert "rule evaluate_checkpoint" in out and "rule train_segment" not in out
+    assert digests(work) == kept
+    assert {p: p.stat().st_mtime_ns for p in mtimes} == mtimes
+
+
+def test_a_changed_training_config_stops_every_call_in_one_line(smoke: tuple[Path, dict[str, str]]) -> None:
+    work, kept = smoke
+    original = (work / "config/config.yaml").read_text()
+    config = yaml.safe_load(original)
+    config["runs"]["smoke-trm"]["lr"] = 2.5e-3
+    (work / "config/config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    for args in (["-n", "smoke"], ["smoke"]):
+        done = snakemake(work, *args)
+        assert done.returncode != 0
+        lines = [line for line in done.stderr.splitlines() if line.startswith("arcpipe:")]
+        assert len(lines) == 1 and "runs.smoke-trm" in lines[0] and "lr: 0.001 -> 0.0025" in lines[0], done.stderr
+        assert "arcpipe runs archive smoke-trm" in lines[0] and "Traceback" not in done.stderr
+    assert digests(work) == kept
+    (work / "config/config.yaml").write_text(original)
+
+
+def test_archive_is_the_one_way_to_train_a_run_anew(smoke: tuple[Path, dict[str, str]]) -> None:
+    work, kept = smoke
+    done = run(work, str(BIN / "arcpipe"), "runs", "archive", "smoke-trm")
+    assert done.returncode == 0, done.stderr
+    [archive] = (work / "results/archive").iterdir()
+    moved = {
+        str(p.relative_to(archive)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(archive.glob("runs/ckpt/*.pt"))
+    }
+    assert sorted(moved.values()) == sorted(kept.values())
+    plan = snakemake(work, "-n", "smoke")
+    assert plan.returncode == 0 and "train_segment" in plan.stdout
+    missing = run(work, str(BIN / "arcpipe"), "runs", "archive", "no-such-run")
+    assert missing.returncode == 2 and "runs.no-such-run" in missing.stderr
