@@ -202,9 +202,10 @@ def test_full_rehearsal_through_the_ice_profile(tmp_path: Path, fake_ice: dict) 
     killed = kill_driver_while_training(work, args, env, training)
     assert training() == killed, "the dead driver's training Job should still run"
     # Kubernetes re-creates the driver pod (cluster/ice/driver.yaml): another host, so the old driver's heartbeat
-    # is what says it is gone; `unshare --uts` gives the new driver a hostname of its own
+    # is what says it is gone; `unshare --uts` gives the new driver a hostname of its own (`localhost`: the
+    # stand-in's pods inherit it, and torchrun's store must resolve it)
     time.sleep(3 * 2 + 1)
-    restarted = ["unshare", "--uts", "sh", "-c", 'hostname driver-pod-2 && exec "$@"', "sh", "snakemake", *args]
+    restarted = ["unshare", "--uts", "sh", "-c", 'hostname localhost && exec "$@"', "sh", "snakemake", *args]
     done = subprocess.run(restarted, cwd=work, env=env, capture_output=True, text=True, timeout=1400)
     out = done.stdout + done.stderr
     assert done.returncode == 0, out[-5000:]
