@@ -13,7 +13,7 @@ dest=$("$python" -c 'from snakemake.cli import get_appdirs; print(get_appdirs().
     exit 1
 }
 mkdir -p "$dest"
-for name in ice slurm slurm-lab local; do
+for name in ice slurm local; do
     link="$dest/$name"
     if [ -e "$link" ] && [ ! -L "$link" ]; then
         echo "install-profiles.sh: $link exists and is not a link; leaving it alone (move it away to link ours)" >&2

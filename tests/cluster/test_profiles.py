@@ -22,7 +22,7 @@ import yaml
 from clusterlib import ROOT, VENV_BIN, base_env
 
 PROFILES = ROOT / "profiles"
-PLATFORMS = ["ice", "slurm", "slurm-lab", "local"]
+PLATFORMS = ["ice", "slurm", "local"]
 GPU_KEYS = {"gpu", "gpus", "gpus_per_node", "nodes", "gres", "gpu_model", "tasks", "mpi"}
 
 
@@ -50,21 +50,29 @@ def test_no_profile_sets_gpu_counts(name: str) -> None:
 
 def test_cluster_profiles_name_their_executor_and_the_ice_programs_are_executable() -> None:
     assert profile("ice")["executor"] == "cluster-generic"
-    assert profile("slurm")["executor"] == profile("slurm-lab")["executor"] == "slurm"
+    assert profile("slurm")["executor"] == "slurm"
     for key in ("cluster-generic-submit-cmd", "cluster-generic-status-cmd", "cluster-generic-cancel-cmd"):
         program = PROFILES / "ice" / profile("ice")[key]
         assert program.is_file() and os.access(program, os.X_OK), program
 
 
 def test_slurm_status_command_is_not_left_to_sacct_without_accounting() -> None:
-    # the plugin falls back to sacct when MinJobAge < 3 x init seconds; without slurmdbd sacct hangs the run
-    lab = profile("slurm-lab")
-    assert lab["slurm-status-command"] == "squeue"
-    min_job_age = int(re.search(r"^MinJobAge=(\d+)$", (ROOT / "cluster/slurm/lab-up.sh").read_text(), re.M)[1])
-    assert min_job_age >= 3 * lab["slurm-init-seconds-before-status-checks"]
+    # the plugin falls back to sacct when MinJobAge < 3 x init seconds; without slurmdbd sacct hangs the run. The
+    # CI lab runs the real profiles/slurm, so its MinJobAge must allow squeue, as Slurm's default (300 s) does
     hpc = profile("slurm")
     assert hpc["slurm-status-command"] == "squeue"
+    min_job_age = int(re.search(r"^MinJobAge=(\d+)$", (ROOT / "cluster/slurm/lab-up.sh").read_text(), re.M)[1])
+    assert min_job_age >= 3 * hpc["slurm-init-seconds-before-status-checks"]
     assert 3 * hpc["slurm-init-seconds-before-status-checks"] <= 300  # Slurm's default MinJobAge
+
+
+def test_the_slurm_profile_puts_every_gpu_job_on_the_gpu_partition() -> None:
+    # the workflow profile sets no set-resources, so these survive (reference: set-resources do not merge)
+    assert "set-resources" not in profile("default") and "set-threads" not in profile("default")
+    hpc = profile("slurm")
+    assert hpc["default-resources"]["slurm_partition"] == "cpu"
+    for rule in ("train_segment", "run_preflight", "evaluate_checkpoint"):
+        assert hpc["set-resources"][rule]["slurm_partition"] == "gpu", rule
 
 
 def test_conda_env_pins_what_pyproject_requires() -> None:

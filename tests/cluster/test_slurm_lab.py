@@ -1,4 +1,4 @@
-"""profiles/slurm-lab end to end on a real SLURM (cluster/slurm/lab-up.sh: 2 virtual nodes x 2 fake GPUs).
+"""profiles/slurm (the real HPC profile) end to end on the SLURM lab (cluster/slurm/lab-up.sh: 2 nodes x 2 fake GPUs).
 
 Needs root; skipped without it, except under CI=true where it must run. The lab is torn down by the session
 fixture whatever happens (and by .ci/run's trap when pytest itself is killed).
@@ -24,7 +24,7 @@ def slurm_args(configfile: Path) -> list[str]:
         "--configfile",
         str(configfile),
         "--profile",
-        str(ROOT / "profiles/slurm-lab"),
+        str(ROOT / "profiles/slurm"),
         "--workflow-profile",
         str(ROOT / "profiles/default"),
     ]

@@ -39,7 +39,7 @@ def test_smoke_with_a_two_node_segment_through_slurm_leaks_no_key(tmp_path: Path
         configfiles.append("two-node.yaml")
 
     env = base_env(WANDB_API_KEY=SENTINEL, WANDB_MODE="offline", HOME=str(home), TMPDIR=str(tmp))
-    args = ["--configfile", *configfiles, "--profile", str(ROOT / "profiles/slurm-lab"), "smoke"]
+    args = ["--configfile", *configfiles, "--profile", str(ROOT / "profiles/slurm"), "smoke"]
     done = snakemake(args, work, env, timeout_s=1700)
     assert done.returncode == 0, done.stdout[-5000:]
     assert "--ntasks-per-node=1" in done.stdout  # the 2-node segment went through srun + torchrun
