@@ -4,7 +4,8 @@
     arcpipe data verify results/data/smoke
     arcpipe data show results/data/smoke [PUZZLE] [--png OUT.png]
 
-Errors in user input (`ArcpipeError`, a `ValueError`) print as one line, `arcpipe: error: ...`, exit status 2.
+Errors in user input (`ArcpipeError`, a `ValueError`) print as `arcpipe: error: ...`, one line per problem (a config
+with three mistakes prints three lines), exit status 2.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.handler(args) or 0
     except ArcpipeError as err:
-        print(f"arcpipe: error: {err}", file=sys.stderr)
+        for line in str(err).splitlines():
+            print(f"arcpipe: error: {line}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("arcpipe: interrupted", file=sys.stderr)

