@@ -28,6 +28,7 @@ import secrets
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -266,7 +267,14 @@ def main(argv: list[str]) -> int:
         print(__doc__, file=sys.stderr)
         return 2
     try:
-        print(create(render(Path(argv[0]).read_text())))
+        job_id = create(render(Path(argv[0]).read_text()))
+        # the driver's ledger of what it submitted (cwd is the workflow's directory): a driver that takes over
+        # from a dead one cancels those still running before it submits anything (arcpipe.driver)
+        ledger = Path(".snakemake") / "arcpipe-submitted"
+        if ledger.parent.is_dir():
+            with open(ledger, "a") as f:
+                f.write(f"{time.time():.3f} {job_id}\n")
+        print(job_id)
     except subprocess.CalledProcessError as err:
         print(f"submit.py: kubectl create failed ({err.returncode}): {err.stderr}", file=sys.stderr)
         return 1

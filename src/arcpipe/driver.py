@@ -13,9 +13,10 @@ and its cluster jobs keep running. Run again, Snakemake would stop with a LockEx
     is exact; a reused pid has another start time;
   - another host (a re-created driver pod): alive if its heartbeat is younger than 3 x HEARTBEAT_S.
   An alive holder is left alone (Snakemake's LockException follows, with our line naming the holder);
-* a dead holder's unfinished jobs, the external job ids Snakemake stored in `.snakemake/incomplete`, are
-  cancelled through the dead driver's own executor (scancel, or the ICE profile's cancel command) and waited
-  for until the scheduler no longer runs them; only then is the stale lock removed, and Snakemake re-runs them
+* a dead holder's jobs that still run (SLURM: every job whose working directory is this workflow's; ICE: the
+  Jobs profiles/ice/submit.py recorded in `.snakemake/arcpipe-submitted`) are cancelled through the dead
+  driver's own executor (scancel, or the ICE profile's cancel command) and waited for until the scheduler no
+  longer runs them; only then is the stale lock removed, and Snakemake re-runs them
   (`rerun-incomplete`), from their side checkpoints. So no two jobs ever train the same segment at once.
 """
 
@@ -35,7 +36,7 @@ from typing import Any
 
 RECORD = Path(".snakemake") / "arcpipe-driver.json"
 LOCKS = Path(".snakemake") / "locks"
-INCOMPLETE = Path(".snakemake") / "incomplete"
+LEDGER = Path(".snakemake") / "arcpipe-submitted"  # profiles/ice/submit.py appends "<time> <namespace>/<job>"
 HEARTBEAT_S = float(os.environ.get("ARCPIPE_DRIVER_HEARTBEAT_S", "30"))
 CANCEL_WAIT_S = 600  # a cancelled job's processes must be gone before its segment is submitted again
 
@@ -121,16 +122,23 @@ def holder_alive(record: dict[str, Any], workdir: Path) -> tuple[bool, str]:
     return False, f"{who} (another host): last heartbeat {age:.0f} s ago (> 3 x {HEARTBEAT_S:.0f} s)"
 
 
-def unfinished_job_ids(workdir: Path) -> list[str]:
-    """The external ids Snakemake stored for jobs that started and never finished."""
-    ids = set()
-    for path in (workdir / INCOMPLETE).rglob("*"):
-        if path.is_file():
-            with contextlib.suppress(OSError, ValueError):
-                job_id = json.loads(path.read_text()).get("external_jobid")
-                if job_id:
-                    ids.add(str(job_id))
-    return sorted(ids)
+def orphan_candidates(record: dict[str, Any], workdir: Path) -> list[str]:
+    """Jobs the dead driver may have left running: on SLURM, every job whose working directory is this workflow's
+    (no other driver is alive here); on ICE, what its submit program recorded in `.snakemake/arcpipe-submitted`
+    since it started. (Snakemake's own incomplete markers cannot tell: the job wrapper inside each cluster job
+    rewrites them without the external id.)"""
+    executor = record.get("executor")
+    if executor == "slurm":
+        out = subprocess.run(["squeue", "-h", "-o", "%i|%Z"], capture_output=True, text=True, timeout=60).stdout
+        here = workdir.resolve()
+        return sorted(i for i, _, d in (line.partition("|") for line in out.splitlines()) if Path(d).resolve() == here)
+    ledger = workdir / LEDGER
+    try:
+        lines = ledger.read_text().splitlines()
+    except OSError:
+        return []
+    since = float(record.get("started") or 0)
+    return sorted({job for t, _, job in (line.partition(" ") for line in lines) if job and float(t) >= since - 60})
 
 
 def _slurm_running(ids: list[str]) -> list[str]:
@@ -157,14 +165,18 @@ def _status_running(status: str) -> Callable[[list[str]], list[str]]:
 def cancel_and_wait(record: dict[str, Any], ids: list[str]) -> str:
     """Cancel the dead driver's unfinished jobs through its executor; wait until none runs. Returns what was done."""
     executor = record.get("executor")
-    if not ids or executor in (None, "local", "dryrun", "touch"):
+    if executor in (None, "local", "dryrun", "touch"):
         return "no cluster job to cancel"
     if executor == "slurm":
-        subprocess.run(["scancel", *ids], check=False, timeout=60)
         running = _slurm_running
+        ids = running(ids) if ids else []
+        if ids:
+            subprocess.run(["scancel", *ids], check=False, timeout=60)
     elif executor == "cluster-generic" and record.get("cancel") and record.get("status"):
-        subprocess.run([*shlex.split(record["cancel"]), *ids], check=False, timeout=60)
         running = _status_running(record["status"])
+        ids = running(ids) if ids else []
+        if ids:
+            subprocess.run([*shlex.split(record["cancel"]), *ids], check=False, timeout=60)
     else:
         raise RuntimeError(
             f"the dead driver used executor {executor!r}, which arcpipe cannot cancel jobs of: cancel {ids} "
@@ -177,6 +189,8 @@ def cancel_and_wait(record: dict[str, Any], ids: list[str]) -> str:
         left = running(ids)
     if left:
         raise RuntimeError(f"jobs {left} of the dead driver still run {CANCEL_WAIT_S} s after cancelling them")
+    if not ids:
+        return f"none of its {executor} jobs was still running"
     return f"cancelled its {len(ids)} unfinished {executor} job(s) ({', '.join(ids)}) and waited until they ended"
 
 
@@ -194,7 +208,8 @@ def take_over(workdir: Path) -> tuple[bool, list[str]]:
     alive, how = holder_alive(record, workdir)
     if alive:
         return False, [f"another driver holds the workflow's lock: {how}; wait for it, or stop it"]
-    done = cancel_and_wait(record, unfinished_job_ids(workdir))
+    done = cancel_and_wait(record, orphan_candidates(record, workdir))
     for lock in locks:
         lock.unlink(missing_ok=True)
+    (workdir / LEDGER).unlink(missing_ok=True)  # all of it ended: the next driver starts a ledger of its own
     return True, [f"took over from a dead driver ({how}): {done}; removed its stale lock"]
