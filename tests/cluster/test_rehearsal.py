@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from clusterlib import ROOT, VENV_BIN, base_env, snakemake
+from clusterlib import ROOT, SENTINEL, VENV_BIN, base_env, files_containing, snakemake
 from kubernetes.client import V1Job
 
 from arcpipe.config import WorkflowConfig
@@ -136,9 +136,10 @@ def test_full_rehearsal_through_the_slurm_profile(tmp_path: Path, slurm_lab: Non
         jobs = [line.split("|") for line in out.splitlines()]
         return next((c for _, c, d in jobs if Path(d) == work and "train_segment" in c), None)
 
-    killed = kill_driver_while_training(work, args, base_env(), training)
+    env = base_env(WANDB_API_KEY=SENTINEL)  # must reach the jobs as an environment variable only
+    killed = kill_driver_while_training(work, args, env, training)
     assert training() == killed, "the dead driver's training job should still run on SLURM"
-    done = snakemake(args, work, base_env(), 1400)
+    done = snakemake(args, work, env, 1400)
     assert done.returncode == 0, done.stdout[-5000:]
     assert "took over from a dead driver" in done.stdout and "cancelled its" in done.stdout, done.stdout[:3000]
     assert_every_full_job_finished(work, cfg)
@@ -184,6 +185,12 @@ def test_full_rehearsal_through_the_slurm_profile(tmp_path: Path, slurm_lab: Non
             assert end <= start, f"{comment}: two jobs trained it at once ({spans})"
     run = next(r for r in cfg.runs if f"-{r}-" in killed or killed.endswith(f"_{r}"))
     assert_equals_an_uninterrupted_run(tmp_path, work, cfg, run)
+    # the multi-node run went through srun + torchrun on both lab nodes
+    assert "--ntasks-per-node=1" in (work / "logs/train_segment/hrm-arc1/epoch_1.log").read_text()
+    # the W&B key is in no file of the run and in no jobscript SLURM stored
+    assert files_containing(work, SENTINEL) == []
+    scripts = Path("/var/lib/arcpipe-slurm-lab/ctld")
+    assert [p for p in scripts.rglob("script") if SENTINEL.encode() in p.read_bytes()] == []
 
 
 def test_full_rehearsal_through_the_ice_profile(tmp_path: Path, fake_ice: dict) -> None:
@@ -243,6 +250,7 @@ def test_full_rehearsal_through_the_ice_profile(tmp_path: Path, fake_ice: dict) 
     assert any(c[:2] == ["delete", "job"] and killed in c for c in calls), "the dead driver's Job was not cancelled"
     run = next(r for r in cfg.runs if f"-{r}-" in f"-{killed}-")
     assert_equals_an_uninterrupted_run(tmp_path, work, cfg, run)
+    assert files_containing(work, SENTINEL) == []  # the key came from the Secret, into no file
 
 
 def test_the_ice_driver_is_re_created_when_it_dies() -> None:
