@@ -1,8 +1,8 @@
 """Blocks shared by every model: casted linear/embedding layers, RMSNorm, RoPE, attention, SwiGLU and the I/O core.
 
 Precision follows upstream (HRM/TRM/URM), not `torch.autocast`: parameters are fp32 and cast per layer to the
-activation dtype (`forward_dtype`, bf16 on GPU, fp32 on CPU); the recursion state, `H_init`/`L_init` and URM's conv
-parameters live in the forward dtype; RMSNorm and rotary embeddings compute in fp32 and cast back.
+activation dtype (`forward_dtype`, bf16 on GPU, fp32 on CPU); the recursion state and `H_init`/`L_init` live in the
+forward dtype, URM's conv in bf16 (`URMConfig.conv_dtype`); RMSNorm and rotary embeddings compute in fp32 and cast back.
 
 `RecursiveCore` holds the modules every model shares under upstream's attribute names (`embed_tokens`, `lm_head`,
 `q_head`, `puzzle_emb`, `rotary_emb`/`embed_pos`), so the state-dict keys equal upstream's. Each model file
@@ -175,7 +175,8 @@ class SwiGLU(nn.Module):
 class ConvSwiGLU(nn.Module):
     """URM's MLP: u = silu(gate) * up, a causal depthwise conv (kernel 2) along tokens, SiLU, then down_proj.
 
-    The conv weight [inter, 1, 2] and bias [inter] are parameters in the forward dtype (bf16 upstream).
+    The conv weight [inter, 1, 2] and bias [inter] are parameters in `dtype`, and the conv, its SiLU and down_proj
+    run in it: upstream hard-codes bf16 whatever the forward dtype (URMConfig.conv_dtype picks).
     """
 
     def __init__(self, hidden_size: int, expansion: float, dtype: torch.dtype) -> None:
@@ -187,10 +188,12 @@ class ConvSwiGLU(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
-        u = (F.silu(gate) * up).transpose(1, 2).to(self.dwconv.weight.dtype)  # (B, inter, T)
+        u = (F.silu(gate) * up).transpose(1, 2).to(self.dwconv.weight.dtype)  # (B, inter, T) in the conv dtype
         # padding 1 on both sides, keep the first T outputs: out[t] = w0*u[t-1] + w1*u[t] + b
         u = self.dwconv(u)[..., : x.shape[1]]
-        return self.down_proj(F.silu(u).transpose(1, 2).contiguous().to(x.dtype))
+        # down_proj casts its weight to the conv dtype, as upstream; the exact cast back to x's dtype is what
+        # upstream's residual sum (forward dtype + bf16) does by type promotion
+        return self.down_proj(F.silu(u).transpose(1, 2).contiguous()).to(x.dtype)
 
 
 class Block(nn.Module):

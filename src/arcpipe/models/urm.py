@@ -5,6 +5,10 @@
 
 Blocks use ConvSwiGLU (a causal depthwise conv along tokens inside the MLP). `loops` is the ACT maximum; halting
 is q_halt > 0 with exploration probability 0.1, hard-coded upstream and here.
+
+Upstream's conv (its weight and bias, the conv, its SiLU and down_proj) is bf16 whatever the forward dtype, so an
+upstream checkpoint run in fp32 on CPU still rounds there. `conv_dtype: bfloat16` (the default) does the same, so
+imported checkpoints answer as upstream's code does; `forward` runs the conv in the forward dtype instead.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ class URMConfig(CoreConfig):
     H_cycles: int = Field(gt=0)
     L_cycles: int = Field(gt=0)
     pos_encodings: Literal["rope"] = "rope"  # upstream always builds RoPE
+    conv_dtype: Literal["bfloat16", "forward"] = "bfloat16"  # upstream's bf16 conv, or the forward dtype
 
     def halt_kwargs(self) -> dict[str, Any]:
         return dict(halt_max_steps=self.loops, halt_exploration_prob=URM_EXPLORATION_PROB)
@@ -38,9 +43,9 @@ class URM(RecursiveCore):
     def __init__(self, config: URMConfig, **sizes: Any) -> None:
         super().__init__(**config.core_kwargs(), **sizes)  # sizes: see RecursiveCore
         self.config = config
+        conv_dtype = torch.bfloat16 if config.conv_dtype == "bfloat16" else self.forward_dtype
         self.layers = nn.ModuleList(
-            Block(**config.block_kwargs(), mlp="conv_swiglu", dtype=self.forward_dtype)
-            for _ in range(config.num_layers)
+            Block(**config.block_kwargs(), mlp="conv_swiglu", dtype=conv_dtype) for _ in range(config.num_layers)
         )
         self.init_hidden = init_state(config.hidden_size, self.forward_dtype)
 
