@@ -163,7 +163,7 @@ class RunConfig(Strict):
     @field_validator("preset")
     @classmethod
     def _preset_of_arch(cls, preset: str, info: ValidationInfo) -> str:
-        from arcpipe.models.registry import PRESETS
+        from arcpipe.models.configs import PRESETS
 
         arch = info.data.get("arch")  # absent when the arch itself is wrong: reported there
         if arch is not None and preset not in PRESETS[arch]:
@@ -382,7 +382,7 @@ def format_validation_error(err: ValidationError) -> str:
 
 def _arch_errors(arch: str, preset: str, overrides: Mapping[str, Any]) -> list[InitErrorDetails]:
     """What `make_arch_config(arch, preset, overrides)` would reject, located at each override's field."""
-    from arcpipe.models.registry import CONFIGS, PRESETS
+    from arcpipe.models.configs import CONFIGS, PRESETS
 
     fields = sorted(set(CONFIGS[arch].model_fields) - {"name"})
     errors = [

@@ -54,7 +54,7 @@ def rehearsal_config() -> WorkflowConfig:
 def workdir(tmp_path: Path) -> Path:
     """A fresh copy of the workflow, as a user's clone has it (plus the tiny ConceptARC file the overlay names)."""
     work = tmp_path / "work"
-    work.mkdir()
+    work.mkdir(parents=True)
     for name in COPIED:
         (shutil.copytree if (ROOT / name).is_dir() else shutil.copy2)(ROOT / name, work / name)
     (work / "tests/data").mkdir(parents=True)

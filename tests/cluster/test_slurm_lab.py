@@ -70,4 +70,6 @@ def test_lab_up_is_idempotent_and_fast_when_nothing_changed(slurm_lab: None) -> 
         if "planned" not in nodes.stdout:
             break
         time.sleep(1)
-    assert sorted(nodes.stdout.split("\n")[:2]) == ["lab1 idle gpu:2", "lab2 idle gpu:2"]
+    # one line per node and partition (cpu, gpu, debug): every node idle in each, with its 2 GPUs
+    assert set(nodes.stdout.splitlines()) == {"lab1 idle gpu:2", "lab2 idle gpu:2"}, nodes.stdout
+    assert len(nodes.stdout.splitlines()) == 2 * 3, nodes.stdout

@@ -10,24 +10,13 @@ Halting is q_halt > q_continue, and q_continue learns a bootstrapped target from
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import torch
-from pydantic import Field
 from torch import Tensor
 
-from arcpipe.models.layers import CoreConfig, InnerCarry, RecursiveCore, init_state, make_blocks
-
-
-class HRMConfig(CoreConfig):
-    name: Literal["hrm"] = "hrm"
-    H_cycles: int = Field(gt=0)
-    L_cycles: int = Field(gt=0)
-    H_layers: int = Field(gt=0)
-    L_layers: int = Field(gt=0)
-    halt_max_steps: int = Field(gt=0)
-    halt_exploration_prob: float = Field(ge=0, le=1)
-    pos_encodings: Literal["rope", "learned"] = "rope"  # upstream HRM raises on anything else
+from arcpipe.models.configs import HRMConfig
+from arcpipe.models.layers import InnerCarry, RecursiveCore, init_state, make_blocks
 
 
 class HRM(RecursiveCore):

@@ -14,11 +14,10 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
-from pydantic import BaseModel, ConfigDict, Field, model_validator
 from torch import Tensor, nn
 
 from arcpipe.models.sparse_embedding import SparseEmbedding
@@ -352,66 +351,3 @@ def make_blocks(n: int, **kwargs: object) -> ReasoningModule:
 def init_state(hidden_size: int, dtype: torch.dtype) -> nn.Buffer:
     """An initial latent vector (D,) in the forward dtype, truncated normal std 1, saved but never trained."""
     return nn.Buffer(trunc_normal_init_(torch.empty(hidden_size, dtype=dtype), std=1), persistent=True)
-
-
-class CoreConfig(BaseModel):
-    """Fields every architecture shares, under upstream's names; the dataset fills vocab, seq_len and ids."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)  # a typo is an error, not a default
-
-    hidden_size: int = Field(gt=0)
-    num_heads: int = Field(gt=0)
-    expansion: float = Field(gt=0)
-    pos_encodings: Literal["rope", "learned", "none"] = "rope"
-    rms_norm_eps: float = Field(default=1e-5, gt=0)
-    rope_theta: float = Field(default=10000.0, gt=0)
-    puzzle_emb_ndim: int = Field(default=0, ge=0)  # left out: hidden_size (upstream's yaml interpolation)
-    loss_type: Literal["stablemax_cross_entropy", "softmax_cross_entropy"] = "stablemax_cross_entropy"
-
-    @model_validator(mode="before")
-    @classmethod
-    def _puzzle_emb_follows_hidden(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "puzzle_emb_ndim" not in data and "hidden_size" in data:
-            data = {**data, "puzzle_emb_ndim": data["hidden_size"]}
-        return data
-
-    @model_validator(mode="after")
-    def _heads_fit(self) -> CoreConfig:
-        head_dim = self.hidden_size // self.num_heads
-        if head_dim == 0:
-            raise ValueError(f"num_heads={self.num_heads} exceeds hidden_size={self.hidden_size}")
-        if self.pos_encodings == "rope" and head_dim % 2:
-            raise ValueError(
-                f"hidden_size={self.hidden_size} // num_heads={self.num_heads} = {head_dim} is odd: rotary "
-                "embeddings need an even head size; change hidden_size or num_heads"
-            )
-        return self
-
-    @property
-    def prefix_len(self) -> int:
-        """P: positions the puzzle embedding takes before the tokens (ceil(ndim / hidden))."""
-        return -(self.puzzle_emb_ndim // -self.hidden_size)
-
-    def core_kwargs(self) -> dict[str, Any]:
-        return dict(
-            hidden_size=self.hidden_size,
-            num_heads=self.num_heads,
-            puzzle_emb_ndim=self.puzzle_emb_ndim,
-            puzzle_emb_len=self.prefix_len,
-            pos_encodings=self.pos_encodings,
-            rope_theta=self.rope_theta,
-            **self.halt_kwargs(),
-        )
-
-    def halt_kwargs(self) -> dict[str, Any]:
-        """ACT limits from the arch's own fields (every arch but URM names them halt_max_steps and
-        halt_exploration_prob; URMConfig overrides this)."""
-        return dict(halt_max_steps=self.halt_max_steps, halt_exploration_prob=self.halt_exploration_prob)  # type: ignore[attr-defined]
-
-    def block_kwargs(self) -> dict[str, Any]:
-        return dict(
-            hidden_size=self.hidden_size,
-            num_heads=self.num_heads,
-            expansion=self.expansion,
-            rms_norm_eps=self.rms_norm_eps,
-        )

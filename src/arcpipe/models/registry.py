@@ -13,112 +13,33 @@ architectures; URM's ARC-AGI-2 recipe differs only in the optimizer (the run's `
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import Any
 
 import torch
-from pydantic import Field, TypeAdapter, ValidationError
 from torch import nn
 
 from arcpipe.models.act import ACT
-from arcpipe.models.hrm import HRM, HRMConfig
+from arcpipe.models.configs import (  # noqa: F401  (re-exported: the registry is where callers look)
+    CONFIGS,
+    PRESETS,
+    ArchConfig,
+    HRMConfig,
+    TransformerConfig,
+    TRMConfig,
+    URMConfig,
+    arch_config_from_dict,
+    make_arch_config,
+)
+from arcpipe.models.hrm import HRM
 from arcpipe.models.layers import RecursiveCore
 from arcpipe.models.losses import ACTLossHead
-from arcpipe.models.transformer import Transformer, TransformerConfig
-from arcpipe.models.trm import TRM, TRMConfig
-from arcpipe.models.urm import URM, URMConfig
+from arcpipe.models.transformer import Transformer
+from arcpipe.models.trm import TRM
+from arcpipe.models.urm import URM
 
 log = logging.getLogger(__name__)
 
 MODELS: dict[str, type[RecursiveCore]] = {"hrm": HRM, "trm": TRM, "urm": URM, "transformer": Transformer}
-CONFIGS: dict[str, type] = {
-    "hrm": HRMConfig,
-    "trm": TRMConfig,
-    "urm": URMConfig,
-    "transformer": TransformerConfig,
-}
-
-ArchConfig = Annotated[HRMConfig | TRMConfig | URMConfig | TransformerConfig, Field(discriminator="name")]
-_ADAPTER: TypeAdapter[Any] = TypeAdapter(ArchConfig)
-
-_D512 = dict(hidden_size=512, num_heads=8, expansion=4, pos_encodings="rope")
-_ACT16 = dict(halt_max_steps=16, halt_exploration_prob=0.1)
-_TINY = dict(hidden_size=64, num_heads=4, expansion=2, pos_encodings="rope")
-
-PRESETS: dict[str, dict[str, dict[str, Any]]] = {
-    "trm": {
-        "arc": {
-            **_D512,
-            **_ACT16,
-            "H_cycles": 3,
-            "L_cycles": 4,
-            "H_layers": 0,
-            "L_layers": 2,
-            "puzzle_emb_len": 16,
-        },
-        "default": {**_D512, **_ACT16, "H_cycles": 3, "L_cycles": 6, "H_layers": 0, "L_layers": 2},
-        "tiny": {
-            **_TINY,
-            "H_cycles": 1,
-            "L_cycles": 1,
-            "L_layers": 1,
-            "halt_max_steps": 2,
-            "halt_exploration_prob": 0.1,
-            "puzzle_emb_len": 1,
-        },
-    },
-    "hrm": {
-        "arc": {**_D512, **_ACT16, "H_cycles": 2, "L_cycles": 2, "H_layers": 4, "L_layers": 4},
-        "tiny": {
-            **_TINY,
-            "H_cycles": 1,
-            "L_cycles": 1,
-            "H_layers": 1,
-            "L_layers": 1,
-            "halt_max_steps": 2,
-            "halt_exploration_prob": 0.1,
-        },
-    },
-    "urm": {
-        "arc": {**_D512, "loops": 16, "H_cycles": 2, "L_cycles": 6, "num_layers": 4},
-        "default": {**_D512, "loops": 16, "H_cycles": 4, "L_cycles": 3, "num_layers": 8},
-        "tiny": {**_TINY, "loops": 2, "H_cycles": 1, "L_cycles": 1, "num_layers": 1},
-    },
-    "transformer": {
-        "arc": {**_D512, **_ACT16, "num_heads": 12, "H_layers": 8},
-        "tiny": {**_TINY, "H_layers": 2, "halt_max_steps": 2, "halt_exploration_prob": 0.1},
-    },
-}
-
-
-def make_arch_config(arch: str, preset: str, overrides: Mapping[str, Any]) -> Any:
-    """The validated, frozen config of `arch` from `preset` plus `overrides` (upstream field names).
-
-    Raises ValueError naming the bad arch, preset or field, with the valid choices.
-    """
-    if arch not in PRESETS:
-        raise ValueError(f"unknown arch {arch!r}; choose one of {', '.join(MODELS)}")
-    if preset not in PRESETS[arch]:
-        raise ValueError(f"unknown preset {preset!r} for arch {arch}; choose one of {', '.join(PRESETS[arch])}")
-    fields = set(CONFIGS[arch].model_fields) - {"name"}
-    unknown = sorted(set(overrides) - fields)
-    if unknown:
-        raise ValueError(
-            f"unknown field(s) {', '.join(unknown)} for arch {arch}; valid fields: {', '.join(sorted(fields))}"
-        )
-    try:
-        return _ADAPTER.validate_python({**PRESETS[arch][preset], **overrides, "name": arch})
-    except ValidationError as err:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc'][1:]) or arch}: {e['msg'].removeprefix('Value error, ')}"
-            for e in err.errors()
-        )
-        raise ValueError(f"{arch}/{preset}: {problems}") from None
-
-
-def arch_config_from_dict(data: Mapping[str, Any]) -> Any:
-    """A config saved with `model_dump()` (it carries its `name`) back to the typed model."""
-    return _ADAPTER.validate_python(dict(data))
 
 
 def default_forward_dtype(device: torch.device | str) -> torch.dtype:

@@ -6,23 +6,13 @@ q_halt > q_continue; as upstream's trainer never asks for a Q-continue target, q
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import torch
-from pydantic import Field
 from torch import Tensor
 
-from arcpipe.models.layers import CoreConfig, InnerCarry, RecursiveCore, init_state, make_blocks
-
-
-class TransformerConfig(CoreConfig):
-    name: Literal["transformer"] = "transformer"
-    H_cycles: int = Field(default=1, gt=0)  # kept for compatibility; unused
-    H_layers: int = Field(gt=0)
-    halt_max_steps: int = Field(gt=0)
-    halt_exploration_prob: float = Field(ge=0, le=1)
-    act_enabled: bool = True  # False: no early halting in training either
-    pos_encodings: Literal["rope", "learned"] = "rope"
+from arcpipe.models.configs import TransformerConfig
+from arcpipe.models.layers import InnerCarry, RecursiveCore, init_state, make_blocks
 
 
 class Transformer(RecursiveCore):

@@ -11,44 +11,13 @@ so the last cycle is back-propagated in full. Outputs come from z_H; the 16-posi
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import torch
-from pydantic import Field, model_validator
 from torch import Tensor
 
-from arcpipe.models.layers import CoreConfig, InnerCarry, RecursiveCore, init_state, make_blocks
-
-
-class TRMConfig(CoreConfig):
-    name: Literal["trm"] = "trm"
-    H_cycles: int = Field(gt=0)  # T: outer recursion steps
-    L_cycles: int = Field(gt=0)  # n: latent updates per outer step
-    H_layers: int = Field(default=0, ge=0)  # upstream requires it and ignores it
-    L_layers: int = Field(gt=0)  # blocks of the single network
-    halt_max_steps: int = Field(gt=0)
-    halt_exploration_prob: float = Field(ge=0, le=1)
-    mlp_t: bool = False  # SwiGLU across tokens instead of attention (the paper's Sudoku variant)
-    puzzle_emb_len: int = Field(default=16, ge=0)  # prefix positions; 0: ceil(puzzle_emb_ndim / hidden_size)
-    no_ACT_continue: bool = True  # halt on q_halt > 0; False: q_halt > q_continue with a bootstrapped target
-
-    @model_validator(mode="after")
-    def _prefix_fits(self) -> TRMConfig:
-        if self.puzzle_emb_ndim == 0 and self.puzzle_emb_len > 0:
-            raise ValueError(
-                f"puzzle_emb_len={self.puzzle_emb_len} needs a puzzle embedding but puzzle_emb_ndim=0; "
-                "set puzzle_emb_len=0 or puzzle_emb_ndim > 0"
-            )
-        if self.puzzle_emb_len and self.puzzle_emb_ndim > self.puzzle_emb_len * self.hidden_size:
-            raise ValueError(
-                f"puzzle_emb_ndim={self.puzzle_emb_ndim} does not fit in puzzle_emb_len={self.puzzle_emb_len} "
-                f"positions of hidden_size={self.hidden_size}; raise puzzle_emb_len or set it to 0 (automatic)"
-            )
-        return self
-
-    @property
-    def prefix_len(self) -> int:
-        return self.puzzle_emb_len or super().prefix_len
+from arcpipe.models.configs import TRMConfig
+from arcpipe.models.layers import InnerCarry, RecursiveCore, init_state, make_blocks
 
 
 class TRM(RecursiveCore):

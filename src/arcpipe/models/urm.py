@@ -13,28 +13,13 @@ imported checkpoints answer as upstream's code does; `forward` runs the conv in 
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import torch
-from pydantic import Field
 from torch import Tensor, nn
 
-from arcpipe.models.layers import Block, CoreConfig, InnerCarry, RecursiveCore, init_state
-
-URM_EXPLORATION_PROB = 0.1  # upstream hard-codes it
-
-
-class URMConfig(CoreConfig):
-    name: Literal["urm"] = "urm"
-    num_layers: int = Field(gt=0)
-    loops: int = Field(gt=0)  # ACT steps (upstream's name for halt_max_steps)
-    H_cycles: int = Field(gt=0)
-    L_cycles: int = Field(gt=0)
-    pos_encodings: Literal["rope"] = "rope"  # upstream always builds RoPE
-    conv_dtype: Literal["bfloat16", "forward"] = "bfloat16"  # upstream's bf16 conv, or the forward dtype
-
-    def halt_kwargs(self) -> dict[str, Any]:
-        return dict(halt_max_steps=self.loops, halt_exploration_prob=URM_EXPLORATION_PROB)
+from arcpipe.models.configs import URMConfig
+from arcpipe.models.layers import Block, InnerCarry, RecursiveCore, init_state
 
 
 class URM(RecursiveCore):

@@ -1,0 +1,234 @@
+"""The architectures' configs and published presets, importable without torch (the workflow plans with them).
+
+Each config uses upstream's field names; `make_arch_config(arch, preset, overrides)` is the one way to build
+one. The models themselves live beside this file (trm.py, hrm.py, urm.py, transformer.py); registry.py
+builds them from these configs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+
+
+class CoreConfig(BaseModel):
+    """Fields every architecture shares, under upstream's names; the dataset fills vocab, seq_len and ids."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)  # a typo is an error, not a default
+
+    hidden_size: int = Field(gt=0)
+    num_heads: int = Field(gt=0)
+    expansion: float = Field(gt=0)
+    pos_encodings: Literal["rope", "learned", "none"] = "rope"
+    rms_norm_eps: float = Field(default=1e-5, gt=0)
+    rope_theta: float = Field(default=10000.0, gt=0)
+    puzzle_emb_ndim: int = Field(default=0, ge=0)  # left out: hidden_size (upstream's yaml interpolation)
+    loss_type: Literal["stablemax_cross_entropy", "softmax_cross_entropy"] = "stablemax_cross_entropy"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _puzzle_emb_follows_hidden(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "puzzle_emb_ndim" not in data and "hidden_size" in data:
+            data = {**data, "puzzle_emb_ndim": data["hidden_size"]}
+        return data
+
+    @model_validator(mode="after")
+    def _heads_fit(self) -> CoreConfig:
+        head_dim = self.hidden_size // self.num_heads
+        if head_dim == 0:
+            raise ValueError(f"num_heads={self.num_heads} exceeds hidden_size={self.hidden_size}")
+        if self.pos_encodings == "rope" and head_dim % 2:
+            raise ValueError(
+                f"hidden_size={self.hidden_size} // num_heads={self.num_heads} = {head_dim} is odd: rotary "
+                "embeddings need an even head size; change hidden_size or num_heads"
+            )
+        return self
+
+    @property
+    def prefix_len(self) -> int:
+        """P: positions the puzzle embedding takes before the tokens (ceil(ndim / hidden))."""
+        return -(self.puzzle_emb_ndim // -self.hidden_size)
+
+    def core_kwargs(self) -> dict[str, Any]:
+        return dict(
+            hidden_size=self.hidden_size,
+            num_heads=self.num_heads,
+            puzzle_emb_ndim=self.puzzle_emb_ndim,
+            puzzle_emb_len=self.prefix_len,
+            pos_encodings=self.pos_encodings,
+            rope_theta=self.rope_theta,
+            **self.halt_kwargs(),
+        )
+
+    def halt_kwargs(self) -> dict[str, Any]:
+        """ACT limits from the arch's own fields (every arch but URM names them halt_max_steps and
+        halt_exploration_prob; URMConfig overrides this)."""
+        return dict(halt_max_steps=self.halt_max_steps, halt_exploration_prob=self.halt_exploration_prob)  # type: ignore[attr-defined]
+
+    def block_kwargs(self) -> dict[str, Any]:
+        return dict(
+            hidden_size=self.hidden_size,
+            num_heads=self.num_heads,
+            expansion=self.expansion,
+            rms_norm_eps=self.rms_norm_eps,
+        )
+
+
+class TRMConfig(CoreConfig):
+    name: Literal["trm"] = "trm"
+    H_cycles: int = Field(gt=0)  # T: outer recursion steps
+    L_cycles: int = Field(gt=0)  # n: latent updates per outer step
+    H_layers: int = Field(default=0, ge=0)  # upstream requires it and ignores it
+    L_layers: int = Field(gt=0)  # blocks of the single network
+    halt_max_steps: int = Field(gt=0)
+    halt_exploration_prob: float = Field(ge=0, le=1)
+    mlp_t: bool = False  # SwiGLU across tokens instead of attention (the paper's Sudoku variant)
+    puzzle_emb_len: int = Field(default=16, ge=0)  # prefix positions; 0: ceil(puzzle_emb_ndim / hidden_size)
+    no_ACT_continue: bool = True  # halt on q_halt > 0; False: q_halt > q_continue with a bootstrapped target
+
+    @model_validator(mode="after")
+    def _prefix_fits(self) -> TRMConfig:
+        if self.puzzle_emb_ndim == 0 and self.puzzle_emb_len > 0:
+            raise ValueError(
+                f"puzzle_emb_len={self.puzzle_emb_len} needs a puzzle embedding but puzzle_emb_ndim=0; "
+                "set puzzle_emb_len=0 or puzzle_emb_ndim > 0"
+            )
+        if self.puzzle_emb_len and self.puzzle_emb_ndim > self.puzzle_emb_len * self.hidden_size:
+            raise ValueError(
+                f"puzzle_emb_ndim={self.puzzle_emb_ndim} does not fit in puzzle_emb_len={self.puzzle_emb_len} "
+                f"positions of hidden_size={self.hidden_size}; raise puzzle_emb_len or set it to 0 (automatic)"
+            )
+        return self
+
+    @property
+    def prefix_len(self) -> int:
+        return self.puzzle_emb_len or super().prefix_len
+
+
+class HRMConfig(CoreConfig):
+    name: Literal["hrm"] = "hrm"
+    H_cycles: int = Field(gt=0)
+    L_cycles: int = Field(gt=0)
+    H_layers: int = Field(gt=0)
+    L_layers: int = Field(gt=0)
+    halt_max_steps: int = Field(gt=0)
+    halt_exploration_prob: float = Field(ge=0, le=1)
+    pos_encodings: Literal["rope", "learned"] = "rope"  # upstream HRM raises on anything else
+
+
+URM_EXPLORATION_PROB = 0.1  # upstream hard-codes it
+
+
+class URMConfig(CoreConfig):
+    name: Literal["urm"] = "urm"
+    num_layers: int = Field(gt=0)
+    loops: int = Field(gt=0)  # ACT steps (upstream's name for halt_max_steps)
+    H_cycles: int = Field(gt=0)
+    L_cycles: int = Field(gt=0)
+    pos_encodings: Literal["rope"] = "rope"  # upstream always builds RoPE
+    conv_dtype: Literal["bfloat16", "forward"] = "bfloat16"  # upstream's bf16 conv, or the forward dtype
+
+    def halt_kwargs(self) -> dict[str, Any]:
+        return dict(halt_max_steps=self.loops, halt_exploration_prob=URM_EXPLORATION_PROB)
+
+
+class TransformerConfig(CoreConfig):
+    name: Literal["transformer"] = "transformer"
+    H_cycles: int = Field(default=1, gt=0)  # kept for compatibility; unused
+    H_layers: int = Field(gt=0)
+    halt_max_steps: int = Field(gt=0)
+    halt_exploration_prob: float = Field(ge=0, le=1)
+    act_enabled: bool = True  # False: no early halting in training either
+    pos_encodings: Literal["rope", "learned"] = "rope"
+
+
+CONFIGS: dict[str, type] = {
+    "hrm": HRMConfig,
+    "trm": TRMConfig,
+    "urm": URMConfig,
+    "transformer": TransformerConfig,
+}
+
+ArchConfig = Annotated[HRMConfig | TRMConfig | URMConfig | TransformerConfig, Field(discriminator="name")]
+_ADAPTER: TypeAdapter[Any] = TypeAdapter(ArchConfig)
+
+_D512 = dict(hidden_size=512, num_heads=8, expansion=4, pos_encodings="rope")
+_ACT16 = dict(halt_max_steps=16, halt_exploration_prob=0.1)
+_TINY = dict(hidden_size=64, num_heads=4, expansion=2, pos_encodings="rope")
+
+PRESETS: dict[str, dict[str, dict[str, Any]]] = {
+    "trm": {
+        "arc": {
+            **_D512,
+            **_ACT16,
+            "H_cycles": 3,
+            "L_cycles": 4,
+            "H_layers": 0,
+            "L_layers": 2,
+            "puzzle_emb_len": 16,
+        },
+        "default": {**_D512, **_ACT16, "H_cycles": 3, "L_cycles": 6, "H_layers": 0, "L_layers": 2},
+        "tiny": {
+            **_TINY,
+            "H_cycles": 1,
+            "L_cycles": 1,
+            "L_layers": 1,
+            "halt_max_steps": 2,
+            "halt_exploration_prob": 0.1,
+            "puzzle_emb_len": 1,
+        },
+    },
+    "hrm": {
+        "arc": {**_D512, **_ACT16, "H_cycles": 2, "L_cycles": 2, "H_layers": 4, "L_layers": 4},
+        "tiny": {
+            **_TINY,
+            "H_cycles": 1,
+            "L_cycles": 1,
+            "H_layers": 1,
+            "L_layers": 1,
+            "halt_max_steps": 2,
+            "halt_exploration_prob": 0.1,
+        },
+    },
+    "urm": {
+        "arc": {**_D512, "loops": 16, "H_cycles": 2, "L_cycles": 6, "num_layers": 4},
+        "default": {**_D512, "loops": 16, "H_cycles": 4, "L_cycles": 3, "num_layers": 8},
+        "tiny": {**_TINY, "loops": 2, "H_cycles": 1, "L_cycles": 1, "num_layers": 1},
+    },
+    "transformer": {
+        "arc": {**_D512, **_ACT16, "num_heads": 12, "H_layers": 8},
+        "tiny": {**_TINY, "H_layers": 2, "halt_max_steps": 2, "halt_exploration_prob": 0.1},
+    },
+}
+
+
+def make_arch_config(arch: str, preset: str, overrides: Mapping[str, Any]) -> Any:
+    """The validated, frozen config of `arch` from `preset` plus `overrides` (upstream field names).
+
+    Raises ValueError naming the bad arch, preset or field, with the valid choices.
+    """
+    if arch not in PRESETS:
+        raise ValueError(f"unknown arch {arch!r}; choose one of {', '.join(CONFIGS)}")
+    if preset not in PRESETS[arch]:
+        raise ValueError(f"unknown preset {preset!r} for arch {arch}; choose one of {', '.join(PRESETS[arch])}")
+    fields = set(CONFIGS[arch].model_fields) - {"name"}
+    unknown = sorted(set(overrides) - fields)
+    if unknown:
+        raise ValueError(
+            f"unknown field(s) {', '.join(unknown)} for arch {arch}; valid fields: {', '.join(sorted(fields))}"
+        )
+    try:
+        return _ADAPTER.validate_python({**PRESETS[arch][preset], **overrides, "name": arch})
+    except ValidationError as err:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'][1:]) or arch}: {e['msg'].removeprefix('Value error, ')}"
+            for e in err.errors()
+        )
+        raise ValueError(f"{arch}/{preset}: {problems}") from None
+
+
+def arch_config_from_dict(data: Mapping[str, Any]) -> Any:
+    """A config saved with `model_dump()` (it carries its `name`) back to the typed model."""
+    return _ADAPTER.validate_python(dict(data))
