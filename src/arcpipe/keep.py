@@ -12,7 +12,8 @@ Snakemake deletes a job's outputs before it runs the job again, and a training j
 * `archive_run` (`arcpipe runs archive RUN`) is the explicit, documented action: it moves the run's checkpoints,
   state and evaluations into results/archive/RUN-<time>/, after which Snakemake trains the run anew.
 A job re-run because the previous attempt was killed (incomplete output) is allowed: the trainer continues from
-its side checkpoint and rewrites the same bytes.
+its side checkpoint, and a boundary the killed cluster job had already finished comes back byte for byte from
+the hard links kept under resume/boundaries/ (train/loop.py, `Trainer.restore_boundary`), not trained again.
 """
 
 from __future__ import annotations
@@ -109,11 +110,24 @@ def planned_jobs(dag) -> list[PlannedJob]:  # noqa: ANN001  (a snakemake.dag.DAG
                 rule=job.rule.name,
                 outputs=tuple(str(f) for f in job.output),
                 reason=str(reason) or "forced",
-                incomplete=bool(reason._incomplete_output),
+                incomplete=bool(reason._incomplete_output) or _marked_incomplete(dag, job),
                 rebuilt_inputs=rebuilt,
             )
         )
     return jobs
+
+
+def _marked_incomplete(dag, job) -> bool:  # noqa: ANN001
+    """Whether Snakemake marked the job's outputs incomplete (a job that was running when its driver died).
+
+    With --rerun-incomplete (every arcpipe profile) Snakemake reports such a job as "Forced execution", not as
+    incomplete; its incomplete markers are what tell it apart from a job the user forced.
+    """
+    persistence = dag.workflow.persistence
+    try:
+        return bool(persistence._filter_incomplete_keys([persistence._get_key(f) for f in job.output]))
+    except AttributeError:  # another Snakemake's persistence API: the files it forces are the incomplete ones
+        return any(f in dag.forcefiles for f in job.output)
 
 
 def archive_run(cfg_runs: Iterable[str], run: str, root: Path = Path(".")) -> Path:

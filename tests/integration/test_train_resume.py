@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -115,3 +116,57 @@ def test_max_hours_stops_every_attempt_with_how_to_raise_it(tiny_dataset, tmp_pa
         code, log = _finish(_train(config, tmp_path / "capped", tiny_dataset, 2))
         assert code == 3, log
         assert "max_hours" in log and "runs.r.max_hours" in log
+
+
+def test_a_re_run_segment_job_puts_its_finished_boundaries_back_untrained(tiny_dataset, tmp_path, write_config):
+    """One cluster job trains both boundaries of a segment (segment_evals: 2), one `arcpipe train` after the other.
+    Killed during the second, the job is re-run whole and Snakemake first deletes all of its outputs, the finished
+    first boundary's too. The re-run puts that boundary back byte for byte from resume/boundaries/ without a
+    training step; without those copies it trains it again. Every file equals an uninterrupted run's."""
+    config = write_config(tmp_path / "config.yaml", {"r": {"segment_evals": 2}})
+    straight = tmp_path / "straight"
+    _train_chain(config, straight, tiny_dataset)
+    outputs = [f"{kind}/epoch_{e}.{ext}" for e in (2, 4) for kind, ext in (("ckpt", "pt"), ("metrics", "jsonl"))]
+
+    for copies_survive in (True, False):
+        out = tmp_path / f"rerun-{copies_survive}"
+        _train_chain(config, out, tiny_dataset, epochs=(2,))
+        proc = _train(config, out, tiny_dataset, 4)
+        while not (out / "resume/side.pt").exists() or _side_step(out) <= 2:  # the second boundary is training
+            assert proc.poll() is None, proc.communicate()[0]
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate()
+        first = (out / "ckpt/epoch_2.pt").read_bytes()
+        for name in [*outputs, "state/epoch_2.pt", "state/epoch_4.pt"]:  # what Snakemake deletes before the re-run
+            (out / name).unlink(missing_ok=True)
+        if not copies_survive:
+            shutil.rmtree(out / "resume/boundaries")
+        code, log = _finish(_train(config, out, tiny_dataset, 2))
+        assert code == 0, log
+        assert ("restored from" in log) == copies_survive, log
+        assert (out / "ckpt/epoch_2.pt").read_bytes() == first
+        _train_chain(config, out, tiny_dataset, epochs=(4,))
+        for name in outputs:
+            if name.endswith(".pt"):
+                _assert_bitwise_equal(straight / name, out / name)
+            else:
+                assert _steps(out / name) == _steps(straight / name), name
+        # the kept copies are hard links to the outputs, no second copy on disk
+        assert os.stat(out / "resume/boundaries/ckpt_epoch_4.pt").st_ino == os.stat(out / "ckpt/epoch_4.pt").st_ino
+
+    # one boundary per segment: the second segment's start dropped the first one's copies (its job finished)
+    single = tmp_path / "single"
+    _train_chain(write_config(tmp_path / "single.yaml", {"r": {}}), single, tiny_dataset)
+    assert sorted(p.name for p in (single / "resume/boundaries").iterdir()) == [
+        "ckpt_epoch_4.pt",
+        "metrics_epoch_4.jsonl",
+        "state_epoch_4.pt",
+    ]
+
+
+def _side_step(out: Path) -> int:
+    try:
+        return torch.load(out / "resume/side.pt", map_location="cpu", weights_only=False)["position"]["step"]
+    except Exception:  # being replaced at this moment
+        return 0

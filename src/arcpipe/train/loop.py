@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -113,6 +115,10 @@ class Trainer:
                 f"--until-epoch {until_epoch}: not an evaluation boundary of run {self.run_name} "
                 f"(multiples of eval_interval={run.eval_interval} up to epochs={run.epochs})"
             )
+        start = max([0, *(e for e in run.segment_ends() if e < until_epoch)])  # the segment's first epoch
+        self._drop_boundary_copies(before=start + 1)  # earlier segments finished: their jobs never re-run
+        if max_new_steps is None and self.restore_boundary(until_epoch):
+            return 0
         self.resume(until_epoch)
         first_step = self.position.step
         started = time.monotonic()
@@ -156,9 +162,10 @@ class Trainer:
                 record = self.train_step(plan, wandb)
                 progress.update(self.position.step, record)
             self.position.wall_seconds = wall_at_start + (time.monotonic() - started)
-            self.save_boundary((self.position.pass_index + 1) * run.eval_interval)
+            # the boundary's state holds the next pass's start: a job resumed from it never writes it again
             self.position.pass_index += 1
             self.position.batch = 0
+            self.save_boundary(self.position.pass_index * run.eval_interval)
         wandb.finish()
         return 0
 
@@ -338,6 +345,53 @@ class Trainer:
             raise ArcpipeError(f"{previous}: missing; train the previous segment first (snakemake does this)")
         self.metrics.truncate_after(self.position.step)
 
+    def _boundary_files(self, epoch: int) -> list[Path]:
+        return [
+            self.out_dir / "ckpt" / f"epoch_{epoch}.pt",
+            self.out_dir / "state" / f"epoch_{epoch}.pt",
+            self.out_dir / "metrics" / f"epoch_{epoch}.jsonl",
+        ]
+
+    def _boundary_copy(self, path: Path) -> Path:
+        return self.out_dir / "resume" / "boundaries" / f"{path.parent.name}_{path.name}"
+
+    def _keep_boundary_copies(self, epoch: int) -> None:
+        """Rank 0, after writing boundary `epoch`: a hard link to each of its files under resume/boundaries/."""
+        for path in self._boundary_files(epoch):
+            _link_atomic(path, self._boundary_copy(path))
+
+    def restore_boundary(self, epoch: int) -> bool:
+        """Put back boundary `epoch`'s files from their kept copies, if this run wrote them; False otherwise.
+
+        One cluster job trains the `segment_evals` boundaries of a segment, one `arcpipe train` after another.
+        Killed before its last, the job is re-run whole, and Snakemake first deletes every output of it, also
+        the boundaries it had finished. Those are put back here, byte for byte, instead of being trained again.
+        """
+        files = self._boundary_files(epoch)
+        copies = [self._boundary_copy(path) for path in files]
+        if not all(path.exists() or copy.exists() for path, copy in zip(files, copies, strict=True)):
+            return False
+        kept = load_state(files[1] if files[1].exists() else copies[1])
+        if kept["config_hash"] != self.config_hash or kept["identifiers_sha256"] != self.identifiers_sha256:
+            return False
+        if self.env.rank == 0:
+            for path, copy in zip(files, copies, strict=True):
+                if not path.exists():
+                    _link_atomic(copy, path)
+                    log.info("%s: restored from %s (this run trained it before the job was re-run)", path, copy)
+        distributed.barrier(self.env)
+        return True
+
+    def _drop_boundary_copies(self, before: int) -> None:
+        """Copies of boundaries of earlier segments (epoch < `before`) are no longer needed."""
+        keep = self.out_dir / "resume" / "boundaries"
+        if self.env.rank != 0 or not keep.is_dir():
+            return
+        for copy in keep.iterdir():
+            epoch = copy.stem.rpartition("_")[2]
+            if epoch.isdigit() and int(epoch) < before:
+                copy.unlink()
+
     def _save_side(self) -> None:
         state = self._state()
         if self.env.rank == 0:
@@ -346,7 +400,8 @@ class Trainer:
         distributed.barrier(self.env)
 
     def save_boundary(self, epoch: int) -> None:
-        """Write boundary `epoch`'s ckpt, state and metrics files (a collective under torchrun)."""
+        """Write boundary `epoch`'s ckpt, state and metrics files (a collective under torchrun); the state holds
+        `position` as it is: train_until advances it to the next pass first, so a resume never writes it again."""
         state = self._state()
         if self.env.rank == 0:
             meta = {
@@ -370,6 +425,7 @@ class Trainer:
             self.metrics.export(
                 self.out_dir / "metrics" / f"epoch_{epoch}.jsonl", since_epoch=epoch - self.run.eval_interval
             )
+            self._keep_boundary_copies(epoch)
             log.info(
                 "boundary epoch %d: step %d, checkpoint %s",
                 epoch,
@@ -396,6 +452,18 @@ def train(
         return trainer.train_until(until_epoch, deadline)
     finally:
         distributed.teardown(trainer.env)
+
+
+def _link_atomic(src: Path, dst: Path) -> None:
+    """`dst` becomes the same file as `src` (a hard link; a copy where the filesystem has none), atomically."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dst.with_name(f".{dst.name}.tmp")
+    tmp.unlink(missing_ok=True)
+    try:
+        os.link(src, tmp)
+    except OSError:
+        shutil.copy2(src, tmp)
+    tmp.replace(dst)
 
 
 def _order(position: dict[str, Any]) -> tuple[int, int, int]:
