@@ -48,7 +48,32 @@ def _parser() -> argparse.ArgumentParser:
     _add_models(stages)
     _add_eval(stages)
     _add_runs(stages)
+    _add_doctor(stages)
     return parser
+
+
+# --------------------------------------------------------------------------------------------------------------
+# doctor
+
+
+def _add_doctor(stages: argparse._SubParsersAction) -> None:
+    doctor = stages.add_parser(
+        "doctor", help="can this machine run these runs: versions, GPUs, code paths, a real step, what fits"
+    )
+    doctor.add_argument(
+        "--config", type=Path, nargs="+", default=[Path("config/config.yaml")],
+        help="config file(s), later ones overriding (as snakemake --configfile); default config/config.yaml",
+    )  # fmt: skip
+    doctor.add_argument("--run", action="append", help="a run to check (repeatable); default: every full run")
+    doctor.add_argument("--results", type=Path, default=Path("results"), help="where built datasets are")
+    doctor.add_argument("--no-steps", action="store_true", help="skip the measured training and evaluation steps")
+    doctor.set_defaults(handler=_doctor)
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    from arcpipe.doctor import doctor
+
+    return doctor(args.config, args.run, args.results, measure=not args.no_steps)
 
 
 # --------------------------------------------------------------------------------------------------------------

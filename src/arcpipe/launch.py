@@ -181,6 +181,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         if args.run not in cfg.runs:
             parser.error(f"{args.config}: no run {args.run!r}")
         args.nodes, args.gpus_per_node = cfg.runs[args.run].nodes, cfg.runs[args.run].gpus_per_node
+        from arcpipe.doctor import shm_problem
+
+        problem = shm_problem(cfg.runs[args.run], args.run)  # NCCL would fail minutes later, less clearly
+        if problem:
+            print(f"arcpipe.launch: error: {problem}", file=sys.stderr)
+            sys.exit(2)
     elif args.nodes is None or args.gpus_per_node is None:
         parser.error("give --nodes and --gpus-per-node, or --config and --run")
     argv_out = launch_command(args.nodes, args.gpus_per_node, command, segment=args.segment)

@@ -22,6 +22,7 @@ import torch
 
 from arcpipe.config import ArcpipeError, load_config
 from arcpipe.data.dataset import load_split
+from arcpipe.doctor import backends, first_calls
 from arcpipe.train.loop import Trainer
 from arcpipe.train.sampler import collate, plan_pass
 
@@ -54,6 +55,13 @@ def preflight(config_path: Path, run_name: str, data_dir: Path, out_dir: Path, r
         t0 = time.monotonic()
         trainer = Trainer(cfg, run_name, data_dir, scratch)
         report["build_s"] = time.monotonic() - t0
+        # the code paths the run takes on this device, as `arcpipe doctor` reports them; a kernel that imports
+        # but fails at its first call stops here, not hours into the run
+        report["backends"] = backends(run, trainer.device)
+        problems = first_calls(trainer.device)
+        if problems:
+            raise ArcpipeError(f"preflight of {run_name}: " + "; ".join(problems))
+        report["checks"].append(f"backends: {report['backends']['attention']}, {report['backends']['optimizer']}")
         # the steps stay inside the first evaluation interval, so that the resume starts from the side
         # checkpoint (a tiny dataset, as in a rehearsal, may have only a few steps per interval)
         first = plan_pass(trainer.split, one_device.seed, 0, one_device.eval_interval, one_device.global_batch_size)
@@ -61,6 +69,7 @@ def preflight(config_path: Path, run_name: str, data_dir: Path, out_dir: Path, r
         t1 = time.monotonic()
         trainer.train_until(one_device.eval_interval, deadline=None, max_new_steps=steps)
         report["step_s"] = (time.monotonic() - t1) / steps
+        report["train_examples_per_s"] = run.micro_batch / report["step_s"]  # first steps: compile time included
         report["checks"].append(f"trained {steps} steps")
         resumed = Trainer(cfg, run_name, data_dir, scratch)
         resumed.train_until(one_device.eval_interval, deadline=None, max_new_steps=1)
