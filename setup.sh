@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One-time set-up of a fresh machine: a virtual environment in .venv with arcpipe and its tools.
 #   bash setup.sh && source .venv/bin/activate
-# Idempotent: a second run with an unchanged pyproject.toml returns at once.
+# Idempotent: a second run with unchanged pyproject.toml and constraints.txt returns at once.
 set -euo pipefail
 cd "$(dirname "$0")"
 python=${PYTHON:-python3}
@@ -10,13 +10,14 @@ python=${PYTHON:-python3}
     exit 1
 }
 stamp=.venv/.arcpipe-setup
-want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+want=$(cat pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
     exit 0
 fi
 [ -x .venv/bin/python ] || "$python" -m venv .venv
 .venv/bin/python -m pip install --quiet --upgrade pip
-# torch==2.13.0 is pinned: on a CPU machine it is the CPU build; on a CUDA machine the CUDA build.
-.venv/bin/python -m pip install --quiet -e '.[dev]'
+# constraints.txt pins torch==2.13.0 (pyproject.toml only asks for a 2.x range): on a CPU machine the CPU build,
+# on a CUDA machine the CUDA build
+.venv/bin/python -m pip install --quiet -c constraints.txt -e '.[dev]'
 echo "$want" > "$stamp"
 echo "setup.sh: ready; run 'source .venv/bin/activate'"
