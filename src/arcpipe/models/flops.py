@@ -1,0 +1,179 @@
+"""FLOPs of a training step and of an evaluation step, from an arch config alone (no torch), and GPU peaks for MFU.
+
+    from arcpipe.models.configs import make_arch_config
+    from arcpipe.models.flops import train_flops_per_example, peak_bf16_flops
+    cfg = make_arch_config("trm", "arc", {})
+    mfu = train_flops_per_example(cfg, seq_len=900).total * examples_per_s / peak_bf16_flops("NVIDIA H100 80GB HBM3")
+
+What is counted (2 FLOPs per multiply-add, as `torch.utils.flop_counter` and the MFU literature count):
+
+* every matmul of a block: the QKV and output projections, QK^T and AV over all S = seq_len + prefix_len positions
+  (non-causal, so the full S x S), the SwiGLU (gate+up and down; TRM's `mlp_t` variant mixes along the S tokens
+  instead of attending), and URM's depthwise conv (kernel 2, S+1 outputs as it pads both sides, of which S are kept);
+* the heads: lm_head on all S positions (the prefix rows are computed, then dropped) and q_head on position 0.
+
+Not counted, here or by torch's flop counter: elementwise work (RMSNorm, RoPE, SiLU, softmax, residual adds, the
+stablemax loss), embedding lookups, optimizer updates, and the ACT bookkeeping. These are memory-bound; they cost
+time, so a model with many of them shows a lower MFU, which is the point of measuring it.
+
+How block applications are counted in one ACT step (one call of the model, = one training step of one row):
+
+* TRM: H_cycles x (L_cycles + 1) applications of the L_layers-block net; the first (H_cycles - 1) cycles run without
+  gradient, the last cycle (L_cycles + 1 applications) with it (the "1-step gradient" of the paper).
+* HRM: H_cycles x L_cycles applications of L_level (L_layers blocks) and H_cycles of H_level (H_layers blocks);
+  one of each carries the gradient, the rest run without.
+* URM: H_cycles x L_cycles loops of num_layers blocks; the last L_cycles loops carry the gradient.
+* transformer: H_layers blocks once, with gradient.
+
+Training cost of one example (row) in one training step = F(no-grad applications) + 3 F(gradient applications) +
+3 F(heads), where F is the forward cost: a backward pass costs two forwards (the gradients with respect to the input
+and to the weight). With F = 2 N per token for N parameters this is the usual 6 N for the gradient cycles and 2 N
+for the no-grad ones (here attention's S x S terms are counted too, and the heads are not weight-shared).
+HRM (and TRM with no_ACT_continue=False) add one more no-grad recursion and heads for the bootstrapped Q target,
+forward only. Evaluation runs every block application forward only, plus the heads, for halt_max_steps (URM: loops)
+ACT steps; `eval_flops_per_step` is one of them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+# Dense bf16 tensor-core peaks (no sparsity) from NVIDIA's datasheets, in FLOP/s. The GeForce figure is the one
+# with fp32 accumulation, which is what PyTorch's bf16 matmuls use. First match wins: specific names come first.
+PEAK_BF16_FLOPS: list[tuple[str, float]] = [
+    (r"gh200", 989e12),
+    (r"h100.*(pcie)", 756e12),
+    (r"h100.*nvl", 835e12),
+    (r"h100", 989e12),  # SXM ("NVIDIA H100 80GB HBM3")
+    (r"h200.*nvl", 835e12),
+    (r"h200", 989e12),
+    (r"b200", 2250e12),
+    (r"a100", 312e12),
+    (r"l40s", 362e12),
+    (r"l40\b", 181e12),
+    (r"\bl4\b", 121e12),
+    (r"a10g", 70e12),
+    (r"\ba10\b", 125e12),
+    (r"rtx 4090", 165e12),
+    (r"rtx 6000 ada", 364e12),
+]
+
+
+@dataclass(frozen=True)
+class Flops:
+    """FLOPs by kind (2 per multiply-add); `total` is what MFU divides by time."""
+
+    linear: int = 0  # projections, MLPs and heads
+    attention: int = 0  # QK^T and AV
+    conv: int = 0  # URM's depthwise conv
+
+    @property
+    def total(self) -> int:
+        return self.linear + self.attention + self.conv
+
+    def __add__(self, other: Flops) -> Flops:
+        return Flops(self.linear + other.linear, self.attention + other.attention, self.conv + other.conv)
+
+    def __mul__(self, k: int) -> Flops:
+        return Flops(self.linear * k, self.attention * k, self.conv * k)
+
+    __rmul__ = __mul__
+
+
+def train_flops_per_example(cfg: Any, seq_len: int, vocab_size: int = 12) -> Flops:
+    """Forward + backward FLOPs of one row in one training step (one ACT step), see the module doc."""
+    no_grad, grad = _block_applications(cfg)
+    heads = _heads(cfg, seq_len, vocab_size)
+    total = _blocks(cfg, seq_len, no_grad) + 3 * (_blocks(cfg, seq_len, grad) + heads)
+    if _bootstraps_q(cfg):
+        total = total + _blocks(cfg, seq_len, _merge(no_grad, grad)) + heads
+    return total
+
+
+def eval_flops_per_step(cfg: Any, seq_len: int, vocab_size: int = 12) -> Flops:
+    """Forward FLOPs of one row in one evaluation ACT step; an evaluation runs `eval_steps(cfg)` of them."""
+    no_grad, grad = _block_applications(cfg)
+    return _blocks(cfg, seq_len, _merge(no_grad, grad)) + _heads(cfg, seq_len, vocab_size)
+
+
+def eval_steps(cfg: Any) -> int:
+    """ACT steps every row runs in evaluation: halt_max_steps (URM: loops)."""
+    return cfg.loops if cfg.name == "urm" else cfg.halt_max_steps
+
+
+def peak_bf16_flops(device_name: str) -> float | None:
+    """Dense bf16 peak of a GPU from its `torch.cuda.get_device_name()`, in FLOP/s; None when unknown."""
+    name = device_name.lower()
+    for pattern, peak in PEAK_BF16_FLOPS:
+        if re.search(pattern, name):
+            return peak
+    return None
+
+
+def intermediate_size(hidden_size: int, expansion: float) -> int:
+    """SwiGLU width as `arcpipe.models.layers.intermediate_size` (which imports torch): round(e*D*2/3) up to 256."""
+    return -(round(expansion * hidden_size * 2 / 3) // -256) * 256
+
+
+# ------------------------------------------------------------------------------------------------------------------
+
+Applications = dict[str, int]  # block stack ("L", "H", "net") -> applications of the whole stack
+
+
+def _block_applications(cfg: Any) -> tuple[Applications, Applications]:
+    """(no-grad, gradient) applications of each block stack in one ACT step."""
+    if cfg.name == "trm":
+        return {"L": (cfg.H_cycles - 1) * (cfg.L_cycles + 1)}, {"L": cfg.L_cycles + 1}
+    if cfg.name == "hrm":
+        return {"L": cfg.H_cycles * cfg.L_cycles - 1, "H": cfg.H_cycles - 1}, {"L": 1, "H": 1}
+    if cfg.name == "urm":
+        return {"L": (cfg.H_cycles - 1) * cfg.L_cycles}, {"L": cfg.L_cycles}
+    if cfg.name == "transformer":
+        return {}, {"H": 1}
+    raise ValueError(f"no FLOP count for arch {cfg.name!r}")
+
+
+def _merge(a: Applications, b: Applications) -> Applications:
+    return {k: a.get(k, 0) + b.get(k, 0) for k in a.keys() | b.keys()}
+
+
+def _bootstraps_q(cfg: Any) -> bool:
+    # act.py: the extra no-grad recursion for the Q-continue target, in training when more than one step is allowed
+    if cfg.name == "hrm":
+        return cfg.halt_max_steps > 1
+    if cfg.name == "trm":
+        return not cfg.no_ACT_continue and cfg.halt_max_steps > 1
+    return False
+
+
+def _stack_layers(cfg: Any, stack: str) -> int:
+    if cfg.name == "urm":
+        return cfg.num_layers
+    return cfg.L_layers if stack == "L" else cfg.H_layers
+
+
+def _blocks(cfg: Any, seq_len: int, applications: Applications) -> Flops:
+    per_block = _block(cfg, seq_len)
+    return sum((per_block * (n * _stack_layers(cfg, stack)) for stack, n in applications.items()), Flops())
+
+
+def _block(cfg: Any, seq_len: int) -> Flops:
+    """Forward FLOPs of one block on one row of S = seq_len + prefix positions (layers.Block)."""
+    S, D = seq_len + cfg.prefix_len, cfg.hidden_size
+    inter = intermediate_size(D, cfg.expansion)
+    mlp = Flops(linear=2 * S * D * 2 * inter + 2 * S * inter * D)  # gate_up, down
+    if cfg.name == "urm":
+        mlp = mlp + Flops(conv=2 * inter * (S + 1) * 2)  # depthwise, kernel 2, padded both sides
+    if getattr(cfg, "mlp_t", False):
+        inter_t = intermediate_size(S, cfg.expansion)
+        return mlp + Flops(linear=2 * D * S * 2 * inter_t + 2 * D * inter_t * S)  # SwiGLU across tokens
+    width = (D // cfg.num_heads) * cfg.num_heads  # H * head_dim: smaller than D when heads do not divide it
+    projections = 2 * S * D * 3 * width + 2 * S * width * D  # qkv, o
+    return mlp + Flops(linear=projections, attention=2 * 2 * S * S * width)  # QK^T, AV
+
+
+def _heads(cfg: Any, seq_len: int, vocab_size: int) -> Flops:
+    S, D = seq_len + cfg.prefix_len, cfg.hidden_size
+    return Flops(linear=2 * S * D * vocab_size + 2 * D * 2)  # lm_head on every position, q_head on position 0
