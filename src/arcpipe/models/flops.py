@@ -54,7 +54,6 @@ PEAK_BF16_FLOPS: list[tuple[str, float]] = [
     (r"l40s", 362e12),
     (r"l40\b", 181e12),
     (r"\bl4\b", 121e12),
-    (r"a10g", 70e12),
     (r"\ba10\b", 125e12),
     (r"rtx 4090", 165e12),
     (r"rtx 6000 ada", 364e12),
