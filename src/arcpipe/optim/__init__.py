@@ -30,7 +30,8 @@ def make_optimizers(
 
     Upstream's order and grouping (section 4.2): the sparse embedding first, then every trainable parameter
     (embeddings, heads and biases included) with the same weight decay. The schedule sets each group's lr.
-    `compile=False` skips compiling AdamATan2's PyTorch update (about 10 s on CPU; the update is then ~7x slower).
+    `compile=False` skips compiling AdamATan2's PyTorch update (about 10 s on CPU; the update is then ~3x slower,
+    benchmarks/optimizer_step.py).
     """
     core = head.model.inner  # type: ignore[union-attr]
     out: list[tuple[Optimizer, float]] = []

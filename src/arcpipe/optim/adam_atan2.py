@@ -7,14 +7,18 @@ Per parameter, step t from 1, maths in fp32, state in the parameter's dtype:
     p <- p - (lr / (1 - beta1^t)) * atan2(m, sqrt(v) / sqrt(1 - beta2^t))
 
 There is no epsilon. `backend` is "cuda-ext" when the `adam_atan2_backend` CUDA extension imports and every
-parameter is on a GPU it was built for (SM 8.0/8.6/8.9/9.0), else "torch": the same update in PyTorch, compiled on
-CUDA (torch has no foreach atan2; `compile=True` forces it on CPU). It never falls back to plain Adam.
+parameter is on a GPU it was built for (SM 8.0/8.6/8.9/9.0), else "torch": the same update in PyTorch over the
+lists of one device and dtype at a time, with foreach ops (atan2 has none: one call per tensor), compiled on CUDA
+(`compile=True` forces it on CPU). It never falls back to plain Adam.
+
+The torch backend makes no host sync and no host-to-device copy: the step counts stay tensors on the parameters'
+device, and the bias corrections are computed there from them, in float64 as the CUDA kernel and Python's `beta**t`
+do, then rounded to fp32; lr, betas and weight decay enter as kernel arguments.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -32,19 +36,57 @@ except ImportError:
 _EXT_ARCHS = {(8, 0), (8, 6), (8, 9), (9, 0)}  # what adam-atan2 0.0.3's setup.py builds for
 
 
-def atan2_update_(p: Tensor, g: Tensor, m: Tensor, v: Tensor, scalars: Tensor) -> None:
-    """One AdamATan2 update in place on flat tensors; scalars = [step_size, wd_alpha, 1-b1, 1-b2, sqrt(bc2)].
+def adam_atan2_foreach_(
+    params: list[Tensor],
+    grads: list[Tensor],
+    exp_avgs: list[Tensor],
+    exp_avg_sqs: list[Tensor],
+    step_size: Tensor,
+    bc2_sqrt: Tensor,
+    wd_alpha: Tensor,
+    mbeta1: float,
+    mbeta2: float,
+) -> None:
+    """One AdamATan2 update in place on lists of tensors of one device and dtype.
 
-    Scalars come as a tensor so that a compiled version is not recompiled when the schedule changes lr.
+    step_size, bc2_sqrt: (N,) fp32, lr / (1 - beta1^t) and sqrt(1 - beta2^t) of each tensor's step t; wd_alpha:
+    0-dim fp32, 1 - lr * wd. They come as tensors so that a compiled version is not recompiled when the schedule
+    changes lr. mbeta1, mbeta2: 1 - beta1, 1 - beta2. The operations are those of the per-parameter loop this
+    replaced, in its order, so eager results are bitwise that loop's (tests/unit/optim/test_adam_atan2.py).
     """
-    step_size, wd_alpha, mbeta1, mbeta2, bc2_sqrt = scalars.unbind()
-    p32, g32 = p.float(), g.float()
-    m32 = m.float().lerp(g32, mbeta1)
-    v32 = v.float().lerp(g32 * g32, mbeta2)
-    p32 = p32 * wd_alpha - step_size * torch.atan2(m32, v32.sqrt() / bc2_sqrt)
-    p.copy_(p32)
-    m.copy_(m32)
-    v.copy_(v32)
+    fp32 = params[0].dtype == torch.float32
+    p32 = [p.float() for p in params]  # fp32: the tensors themselves, updated in place
+    g32 = [g.float() for g in grads]
+    m32 = [m.float() for m in exp_avgs]
+    v32 = [v.float() for v in exp_avg_sqs]
+    torch._foreach_mul_(p32, wd_alpha)
+    torch._foreach_lerp_(m32, g32, mbeta1)
+    update = torch._foreach_mul(g32, g32)  # the one temporary: g^2, then the update
+    torch._foreach_lerp_(v32, update, mbeta2)
+    for v, u in zip(v32, update, strict=True):
+        torch.sqrt(v, out=u)  # into the g^2 buffers: on CPU, fresh ones every step cost more than the ops
+    torch._foreach_div_(update, list(bc2_sqrt.unbind()))
+    for m, u in zip(m32, update, strict=True):
+        torch.atan2(m, u, out=u)  # torch has no foreach atan2
+    torch._foreach_mul_(update, list(step_size.unbind()))
+    torch._foreach_sub_(p32, update)
+    if not fp32:
+        torch._foreach_copy_(params, p32)
+        torch._foreach_copy_(exp_avgs, m32)
+        torch._foreach_copy_(exp_avg_sqs, v32)
+
+
+def bias_corrections(steps: Tensor, lr: float, beta1: float, beta2: float) -> tuple[Tensor, Tensor]:
+    """(lr / (1 - beta1^t), sqrt(1 - beta2^t)) in fp32 for step counts t (N,), on their device, with no host sync.
+
+    Computed in float64, as the CUDA kernel's pow and the per-parameter rule's Python `beta**t` are, and rounded to
+    fp32 once. torch's float64 pow and libm's may differ in the last float64 bit; the fp32 results agree (checked
+    for t up to 10^6 in tests/unit/optim/test_adam_atan2.py).
+    """
+    t = steps.double()
+    # full_like then div: `lr / tensor` is reciprocal(tensor) * lr in torch, rounded twice
+    step_size = torch.full_like(t, lr).div_(1 - beta1**t)
+    return step_size.float(), (1 - beta2**t).sqrt_().float()
 
 
 class AdamATan2(Optimizer):
@@ -62,13 +104,12 @@ class AdamATan2(Optimizer):
         super().__init__(params, dict(lr=lr, betas=betas, weight_decay=weight_decay))
         tensors = [p for group in self.param_groups for p in group["params"]]
         self.backend = "cuda-ext" if tensors and all(_ext_supports(p.device) for p in tensors) else "torch"
-        self._update: Callable[..., None] = atan2_update_
         if compile is None:
             # compiling costs tens of seconds per process on CPU, where tiny smoke models gain nothing from it
             compile = any(p.device.type == "cuda" for p in tensors)
-        if self.backend == "torch" and compile:
-            self._update = torch.compile(atan2_update_, dynamic=True)
-        log.debug("AdamATan2 backend: %s", self.backend)
+        # torch.compile is lazy: nothing is compiled unless the torch backend runs
+        self._update: Callable[..., None] = torch.compile(adam_atan2_foreach_) if compile else adam_atan2_foreach_
+        log.debug("AdamATan2 backend: %s%s", self.backend, " (compiled)" if compile and self.backend == "torch" else "")
 
     @torch.no_grad()
     def step(self, closure: Callable[[], float] | None = None) -> None:  # type: ignore[override]
@@ -92,19 +133,23 @@ class AdamATan2(Optimizer):
                 continue
             beta1, beta2 = group["betas"]
             lr, wd = float(group["lr"]), float(group["weight_decay"])
-            if self.backend == "cuda-ext":
-                torch._foreach_add_(steps, 1)
-                _cuda_ext.adam_atan2_cuda_impl_(params, grads, exp_avgs, exp_avg_sqs, steps, lr, beta1, beta2, wd)
-                continue
-            for p, g, m, v, t in zip(params, grads, exp_avgs, exp_avg_sqs, steps, strict=True):
-                t.add_(1)
-                n = float(t)
-                scalars = torch.tensor(
-                    [lr / (1 - beta1**n), 1 - lr * wd, 1 - beta1, 1 - beta2, math.sqrt(1 - beta2**n)],
-                    dtype=torch.float32,
-                    device=p.device,
-                )
-                self._update(p.view(-1), g.reshape(-1), m.view(-1), v.view(-1), scalars)
+            grouped = Optimizer._group_tensors_by_device_and_dtype([params, grads, exp_avgs, exp_avg_sqs, steps])
+            for (device, _), ((ps, gs, ms, vs, ts), _) in grouped.items():
+                torch._foreach_add_(ts, 1)
+                if self.backend == "cuda-ext":
+                    _cuda_ext.adam_atan2_cuda_impl_(ps, gs, ms, vs, ts, lr, beta1, beta2, wd)
+                    continue
+                step_size, bc2_sqrt = bias_corrections(torch.stack(ts), lr, beta1, beta2)
+                wd_alpha = torch.full((), 1 - lr * wd, dtype=torch.float32, device=device)
+                self._update(ps, gs, ms, vs, step_size, bc2_sqrt, wd_alpha, 1 - beta1, 1 - beta2)
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        super().load_state_dict(state_dict)
+        # torch leaves a loaded `step` where the file was mapped (the CPU for map_location="cpu"); the update and
+        # the CUDA kernel read it on the parameter's device
+        for p, state in self.state.items():
+            if "step" in state:
+                state["step"] = state["step"].to(device=p.device, dtype=torch.float32)
 
 
 def _ext_supports(device: torch.device) -> bool:
