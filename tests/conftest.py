@@ -34,6 +34,20 @@ TINY_RUN = {
 }
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked `gpu` are collected everywhere and skipped, with the reason, where CUDA is not available."""
+    gpu_items = [item for item in items if item.get_closest_marker("gpu")]
+    if not gpu_items:
+        return
+    import torch  # only when a gpu test was collected: the workflow tests never import torch
+
+    if torch.cuda.is_available():
+        return
+    reason = "gpu: needs CUDA, and torch.cuda.is_available() is False here (run `pytest -m gpu` on a GPU machine)"
+    for item in gpu_items:
+        item.add_marker(pytest.mark.skip(reason=reason))
+
+
 @pytest.fixture(scope="session")
 def tiny_dataset(tmp_path_factory) -> Path:
     from arcpipe.data.build import build_dataset

@@ -3,9 +3,10 @@
 A boundary writes two files (both declared Snakemake outputs): `ckpt/epoch_{E}.pt`, the evaluated weights
 (written by `arcpipe.models.io.save_weights`), and `state/epoch_{E}.pt`, everything else needed to continue
 exactly: live weights, optimizer states, EMA shadow, the ACT carry of every micro-batch slot, step, pass position,
-RNG state and cumulative wall time. Both carry the resolved config, its hash, the dataset's identifiers hash and
-the arcpipe version. The side checkpoint `resume/side.pt` has the same content plus the position inside a pass; it
-is not a declared output, so Snakemake never deletes it, and a retried job continues from it.
+RNG state (the CPU's, and the GPU's when training on one) and cumulative wall time. Both carry the resolved
+config, its hash, the dataset's identifiers hash and the arcpipe version. The side checkpoint `resume/side.pt` has
+the same content plus the position inside a pass; it is not a declared output, so Snakemake never deletes it, and
+a retried job continues from it.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import os
 import pickle
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +53,25 @@ def load_state(path: Path) -> dict[str, Any]:
     if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
         raise ArcpipeError(f"{path}: not an arcpipe training state (format {STATE_FORMAT} expected)")
     return state
+
+
+def rng_state(device: torch.device) -> dict[str, Any]:
+    """The generators a state file restores: the CPU's (`torch_rng`) and, on a GPU, that GPU's (`cuda_rng`).
+
+    Rank 0's: every rank seeds the same and draws the same, so they are equal on every rank.
+    """
+    return {
+        "torch_rng": torch.get_rng_state(),
+        "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
+    }
+
+
+def restore_rng(state: Mapping[str, Any], device: torch.device) -> None:
+    """Set the generators `rng_state` saved; a state without `cuda_rng` (written on CPU, or before arcpipe saved
+    it) leaves the GPU's as seeded."""
+    torch.set_rng_state(state["torch_rng"])
+    if device.type == "cuda" and state.get("cuda_rng") is not None:
+        torch.cuda.set_rng_state(state["cuda_rng"], device)
 
 
 def check_compatible(state: dict[str, Any], path: Path, run: RunConfig, identifiers_sha256: str) -> None:

@@ -33,7 +33,14 @@ from arcpipe.models.io import save_weights
 from arcpipe.models.registry import build_model, make_arch_config
 from arcpipe.optim import EMA, make_optimizers
 from arcpipe.train import distributed
-from arcpipe.train.checkpoint import STATE_FORMAT, check_compatible, load_state, save_atomic
+from arcpipe.train.checkpoint import (
+    STATE_FORMAT,
+    check_compatible,
+    load_state,
+    restore_rng,
+    rng_state,
+    save_atomic,
+)
 from arcpipe.train.sampler import batch_rows, collate, halt_min_steps, plan_pass
 from arcpipe.train.schedule import lr_at, total_steps
 from arcpipe.train.tracking import MetricsLog, Progress, WandbMirror
@@ -267,7 +274,7 @@ class Trainer:
             "optimizers": [opt.state_dict() for opt, _ in self.optimizers],
             "ema": self.ema.state_dict() if self.ema is not None else None,
             "carries": self._gather_carries(),
-            "torch_rng": torch.get_rng_state(),
+            **rng_state(self.device),
         }
 
     def _gather_carries(self) -> list[dict[str, torch.Tensor] | None]:
@@ -304,7 +311,7 @@ class Trainer:
             Carry.from_state_dict({k: v.to(self.device) for k, v in c.items()}) if c is not None else None
             for c in (mine or [None] * self.slots)
         ]
-        torch.set_rng_state(state["torch_rng"])
+        restore_rng(state, self.device)
 
     def resume(self, until_epoch: int) -> None:
         """Continue from the side checkpoint if it is ahead and matches, else from the latest boundary state."""
