@@ -2,7 +2,8 @@
 missing input Snakemake would re-make, a changed training config or changed evaluation settings, every checkpoint
 is still on disk, byte for byte; only `arcpipe runs archive` moves them, and then the run trains anew.
 
-One smoke run (module fixture); the scenarios run in order on it, each checking every checkpoint's bytes.
+One smoke run (module fixture); the scenarios run in order on it, each checking every checkpoint's bytes. First,
+while it is as the uninterrupted run left it, it is the reference of a run killed at every stage.
 """
 
 from __future__ import annotations
@@ -48,6 +49,63 @@ def smoke(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str
     kept = digests(work)
     assert len(kept) == 2, kept
     return work, kept
+
+
+def test_a_kill_at_every_stage_then_the_same_command_ends_as_an_uninterrupted_run(
+    smoke: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    """SIGKILL the whole Snakemake process group while each stage runs (build, verify, train, evaluate, report),
+    running `snakemake smoke` again after each kill: the last call finishes, and the checkpoints and pass@K equal
+    the uninterrupted run's (the module fixture). No manual step between the calls."""
+    import json
+    import random
+    import signal
+    import time
+
+    import torch
+
+    reference, _ = smoke
+    work = tmp_path / "killed"
+    work.mkdir()
+    for name in ("Snakefile", "rules", "config", "workflow", "profiles", "envs"):
+        (shutil.copytree if (ROOT / name).is_dir() else shutil.copy2)(ROOT / name, work / name)
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "WANDB_MODE": "disabled"}
+    rng = random.Random(13)
+    killed_in = []
+    for stage in ("build_dataset", "verify_dataset", "train_segment", "evaluate_checkpoint", "render_report"):
+        proc = subprocess.Popen(
+            [str(BIN / "snakemake"), "smoke"], cwd=work, env=env, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        )  # fmt: skip
+        seen = []
+        for line in proc.stdout:  # Snakemake announces each job with "rule <name>:" / "localrule <name>:"
+            seen.append(line)
+            if line.strip() in (f"rule {stage}:", f"localrule {stage}:"):
+                time.sleep(rng.uniform(0.2, 1.5))  # a random moment inside the job (or just after it)
+                break
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        assert proc.returncode == -signal.SIGKILL, "".join(seen)[-3000:]  # it was still running: a real kill
+        killed_in.append(stage)
+    assert killed_in == ["build_dataset", "verify_dataset", "train_segment", "evaluate_checkpoint", "render_report"]
+
+    done = snakemake(work, "smoke")
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert not any((work / ".snakemake/locks").glob("*"))
+    ckpts = sorted((reference / "results/runs").glob("*/ckpt/*.pt"))
+    assert ckpts
+    for path in ckpts:
+        got = torch.load(work / path.relative_to(reference), map_location="cpu", weights_only=False)["model"]
+        want = torch.load(path, map_location="cpu", weights_only=False)["model"]
+        assert got.keys() == want.keys()
+        assert all(torch.equal(got[k], want[k]) for k in want), path.relative_to(reference)
+    for path in sorted((reference / "results/eval").glob("*/*/metrics.json")):
+        got = json.loads((work / path.relative_to(reference)).read_text())
+        want = json.loads(path.read_text())
+        assert {k: v for k, v in got.items() if k.startswith("pass@")} == {
+            k: v for k, v in want.items() if k.startswith("pass@")
+        }, path.relative_to(reference)
+    assert (work / "results/report/passk.md").read_text() == (reference / "results/report/passk.md").read_text()
 
 
 def test_a_failed_verification_by_hand_loses_no_checkpoint(smoke: tuple[Path, dict[str, str]]) -> None:
