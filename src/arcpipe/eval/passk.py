@@ -166,10 +166,14 @@ def load_tasks_from_json(raw: Any, source: str) -> TestPuzzles:
 
 def score(votes: Votes, test: TestPuzzles, ks: Sequence[int] = DEFAULT_KS) -> Scores:
     """pass@K for each K in `ks`: per test pair, averaged per task, then over all tasks of `test`."""
+    return score_ranks(_label_ranks(votes, test), test, ks)
+
+
+def score_ranks(label_rank: np.ndarray, test: TestPuzzles, ks: Sequence[int] = DEFAULT_KS) -> Scores:
+    """pass@K from each test pair's 0-based label rank among its ranked candidates ((P,) int64, -1: absent)."""
     ks = tuple(int(k) for k in ks)
     if not ks or min(ks) < 1:
         raise ArcpipeError(f"evaluation.pass_ks: {list(ks)} must be positive integers")
-    label_rank = _label_ranks(votes, test)
     solved = (label_rank[:, None] >= 0) & (label_rank[:, None] < np.array(ks)[None, :])  # (P, len(ks))
     per_task_sum = np.add.reduceat(solved.astype(np.float64), test.task_pair_start[:-1], axis=0)
     task_score = per_task_sum / np.diff(test.task_pair_start)[:, None]

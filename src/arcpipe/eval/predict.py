@@ -26,6 +26,7 @@ import torch
 import torch.distributed as dist
 
 from arcpipe.config import ArcpipeError, EvaluationConfig
+from arcpipe.eval.depth import CandidateKeys, depth_metrics, score_by_depth
 from arcpipe.eval.passk import load_test_puzzles
 from arcpipe.eval.results import atomic_write_many, evaluate_predictions, load_identifiers, write_results
 from arcpipe.eval.vote import parse_identifiers
@@ -44,6 +45,8 @@ class Predictions:
     preds: np.ndarray  # (N, seq_len) uint8 argmax tokens at the last ACT step
     q_halt_logits: np.ndarray  # (N,) float32
     metric_sums: dict[str, float]  # the loss head's metric sums over these examples (with "count")
+    step_keys: np.ndarray | None = None  # (N, D, 2) int64 key of the answer after each ACT step (eval/depth.py)
+    step_q_halt: np.ndarray | None = None  # (N, D) float32 q_halt logit after each ACT step
 
 
 @dataclass(frozen=True)
@@ -100,7 +103,8 @@ def evaluate_checkpoint(
             "%s on %s: %d test examples (%d tasks), %d process(es), batch %d per process, device %s",
             checkpoint, dataset_dir, len(rows), test.num_tasks, env.world_size, local_batch, env.device,
         )  # fmt: skip
-        predictions = predict(head, split.inputs, split.labels, example_ids, rows, local_batch, env)
+        keys = CandidateKeys(example_ids, identifiers, rows)
+        predictions = predict(head, split.inputs, split.labels, example_ids, rows, local_batch, env, keys)
         inference_s = time.perf_counter() - start
         if env.rank != 0:
             return None
@@ -110,6 +114,16 @@ def evaluate_checkpoint(
             predictions.preds,
             example_ids[predictions.rows],
             predictions.q_halt_logits,
+            identifiers,
+            test,
+            config.pass_ks,
+        )
+        assert predictions.step_keys is not None and predictions.step_q_halt is not None
+        depth = score_by_depth(
+            np.asarray(split.inputs[predictions.rows]),
+            predictions.step_keys,
+            predictions.step_q_halt,
+            example_ids[predictions.rows],
             identifiers,
             test,
             config.pass_ks,
@@ -134,6 +148,7 @@ def evaluate_checkpoint(
             epoch=meta.get("epoch"),
             wall_time_s=time.perf_counter() - start,
             extra_metrics=extra,
+            depth=depth_metrics(depth),
             info=info,
         )
         log.info("%s", ", ".join(f"pass@{k} {100 * result.scores.pass_at[k]:.2f}%" for k in result.scores.ks))
@@ -299,18 +314,24 @@ def predict(
     rows: np.ndarray,
     batch_size: int,
     env: Any,
+    step_keys: CandidateKeys | None = None,
 ) -> Predictions | None:
     """Run `head` for the full halt_max_steps on `rows` of the split; rank 0 gets every rank's answers, in order.
 
     inputs, labels: (N_ex, seq_len) uint8 tokens (labels PAD 0 -> ignored); example_ids: (N_ex,) puzzle id of each
     example. Each rank takes the contiguous shard `rows[rank * S:(rank + 1) * S]`; the last batch of a shard is
-    padded with blank rows (puzzle id 0, labels ignored), as upstream's loader pads a short batch.
+    padded with blank rows (puzzle id 0, labels ignored), as upstream's loader pads a short batch. With
+    `step_keys`, every row's answer and q_halt logit are also kept after each ACT step, the answer as its key
+    (eval/depth.py), for pass@K against depth.
     """
     shard_size = -(-len(rows) // env.world_size)
     mine = rows[env.rank * shard_size : (env.rank + 1) * shard_size]
     seq_len = inputs.shape[1]
     preds = torch.zeros((shard_size, seq_len), dtype=torch.uint8, device=env.device)
     q_halt = torch.zeros(shard_size, dtype=torch.float32, device=env.device)
+    num_steps = head.model.max_steps if step_keys is not None else 0  # eval mode: every row runs all of them
+    keys = torch.zeros((shard_size, num_steps, 2), dtype=torch.int64, device=env.device)
+    step_q = torch.zeros((shard_size, num_steps), dtype=torch.float32, device=env.device)
     sums = torch.zeros(len(METRIC_KEYS) + 1, dtype=torch.float64, device=env.device)  # + count
     was_training = head.training
     head.eval()
@@ -320,23 +341,32 @@ def predict(
                 chunk = mine[start : start + batch_size]
                 batch = _batch(inputs, labels, example_ids, chunk, batch_size, env.device)
                 carry = head.initial_carry(batch)
+                n = len(chunk)
+                step = 0
                 while True:
                     carry, _, metrics, outputs, all_halted = head(carry, batch, return_keys=("preds", "q_halt_logits"))
+                    if step_keys is not None:
+                        step_preds = outputs["preds"][:n].to(torch.uint8).cpu().numpy()
+                        keys[start : start + n, step] = torch.from_numpy(step_keys(chunk, step_preds)).to(env.device)
+                        step_q[start : start + n, step] = outputs["q_halt_logits"][:n].float()
+                    step += 1
                     if all_halted:
                         break
-                n = len(chunk)
+                assert step_keys is None or step == num_steps, (step, num_steps)
                 preds[start : start + n] = outputs["preds"][:n].to(torch.uint8)
                 q_halt[start : start + n] = outputs["q_halt_logits"][:n].float()
                 sums += torch.stack([metrics[k].double() for k in (*METRIC_KEYS, "count")])
     finally:
         head.train(was_training)
+    per_row = [preds, q_halt] + ([keys, step_q] if step_keys is not None else [])
     if env.world_size > 1:
-        preds, q_halt, sums = _gather_to_all(preds, q_halt, sums, env.world_size)
+        *per_row, sums = _gather_to_all(*per_row, sums, world_size=env.world_size)
     if env.rank != 0:
         return None
     n = len(rows)
     totals = dict(zip((*METRIC_KEYS, "count"), sums.cpu().tolist(), strict=True))
-    return Predictions(rows, preds[:n].cpu().numpy(), q_halt[:n].cpu().numpy(), totals)
+    arrays = [t[:n].cpu().numpy() for t in per_row]
+    return Predictions(rows, arrays[0], arrays[1], totals, *arrays[2:])
 
 
 def load_evaluation_config(path: str | Path) -> EvaluationConfig:
@@ -447,16 +477,17 @@ def _batch(
     }
 
 
-def _gather_to_all(
-    preds: torch.Tensor, q_halt: torch.Tensor, sums: torch.Tensor, world_size: int
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    # every shard has the same padded size, so all_gather works on NCCL and gloo alike; rank order = row order
-    all_preds = [torch.empty_like(preds) for _ in range(world_size)]
-    all_q = [torch.empty_like(q_halt) for _ in range(world_size)]
-    dist.all_gather(all_preds, preds)
-    dist.all_gather(all_q, q_halt)
+def _gather_to_all(*per_row: torch.Tensor, world_size: int) -> tuple[torch.Tensor, ...]:
+    # per_row: tensors with one row per example of the shard, then the metric sums (reduced, not gathered); every
+    # shard has the same padded size, so all_gather works on NCCL and gloo alike; rank order = row order
+    *shards, sums = per_row
+    gathered = []
+    for shard in shards:
+        parts = [torch.empty_like(shard) for _ in range(world_size)]
+        dist.all_gather(parts, shard)
+        gathered.append(torch.cat(parts))
     dist.all_reduce(sums)
-    return torch.cat(all_preds), torch.cat(all_q), sums
+    return (*gathered, sums)
 
 
 def _run_name(checkpoint: Path) -> str | None:

@@ -53,6 +53,18 @@ class Votes:
         return slice(int(self.start[p]), int(self.start[p + 1]))
 
 
+@dataclass(frozen=True)
+class RowAssignment:
+    """The rows that vote, and for every row how to map its answer back to the original frame."""
+
+    used: np.ndarray  # (U,) int64 rows matched to a test input, in row order
+    group: np.ndarray  # (U,) int64 the test input (index into test.group_inputs) each used row answers
+    tid: np.ndarray  # (N,) int8 dihedral id of every row
+    colours: np.ndarray  # (N, 10) uint8 augmented -> original colour of every row
+    num_unmatched: int  # rows of a test task whose input matched none of its test inputs
+    num_other: int  # rows of a puzzle that is not in test_puzzles.json (or padding rows)
+
+
 def vote(
     inputs: np.ndarray,
     preds: np.ndarray,
@@ -66,13 +78,49 @@ def vote(
     inputs, preds: (N, 900) integer tokens; puzzle_identifiers: (N,) ids into `identifiers` (0 = padding);
     q_halt_logits: (N,) float. Rows are in global example order (their order breaks full ties).
     """
-    inputs, preds = _tokens(inputs, "inputs"), _tokens(preds, "preds")
+    preds = _tokens(preds, "preds")
+    if preds.shape[0] != len(q_halt_logits):
+        raise ArcpipeError(
+            f"predictions: preds {preds.shape} and q_halt_logits ({len(q_halt_logits)},) must have the same number "
+            "of rows"
+        )
+    rows = assign_rows(inputs, puzzle_identifiers, identifiers, test, what=f"preds {preds.shape}")
+    used, group = rows.used, rows.group
+    q = sigmoid64(np.asarray(q_halt_logits)[used])
+    candidates = invert_crops(preds, used, crop_shapes(preds), rows.tid, rows.colours)
+
+    votes = rank(group, candidates, np.ones(len(used), dtype=np.int64), q, test.num_groups)
+    votes = _expand_to_pairs(votes, test.pair_group)
+    return Votes(
+        votes.start,
+        votes.grids,
+        votes.count,
+        votes.q_sum,
+        votes.first,
+        num_used=len(used),
+        num_unmatched=rows.num_unmatched,
+        num_other=rows.num_other,
+    )
+
+
+def assign_rows(
+    inputs: np.ndarray,
+    puzzle_identifiers: np.ndarray,
+    identifiers: Sequence[str],
+    test: TestPuzzles,
+    what: str = "",
+) -> RowAssignment:
+    """Which test input (group) each row answers, from its puzzle name and its de-augmented input (see `vote`).
+
+    `what` names the other per-row arrays of the caller in the row-count error.
+    """
+    inputs = _tokens(inputs, "inputs")
     ids = np.asarray(puzzle_identifiers, dtype=np.int64)
     num_rows = len(ids)
-    if not (inputs.shape[0] == preds.shape[0] == num_rows == len(q_halt_logits)):
+    if inputs.shape[0] != num_rows:
         raise ArcpipeError(
-            f"predictions: inputs {inputs.shape}, preds {preds.shape}, puzzle_identifiers ({num_rows},) and "
-            f"q_halt_logits ({len(q_halt_logits)},) must have the same number of rows"
+            f"predictions: inputs {inputs.shape}, {what + ', ' if what else ''}puzzle_identifiers ({num_rows},) "
+            "must have the same number of rows"
         )
     if num_rows and (ids.min() < 0 or ids.max() >= len(identifiers)):
         raise ArcpipeError(
@@ -97,19 +145,11 @@ def vote(
         row_inputs, row_task[rows], test.group_inputs, test.task_group_start[:-1], test.task_group_start[1:]
     )
     used = rows[group_of_row >= 0]
-    group = group_of_row[group_of_row >= 0]
-    q = sigmoid64(np.asarray(q_halt_logits)[used])
-    candidates = invert_crops(preds, used, crop_shapes(preds), row_tid, row_colours)
-
-    votes = rank(group, candidates, np.ones(len(used), dtype=np.int64), q, test.num_groups)
-    votes = _expand_to_pairs(votes, test.pair_group)
-    return Votes(
-        votes.start,
-        votes.grids,
-        votes.count,
-        votes.q_sum,
-        votes.first,
-        num_used=len(used),
+    return RowAssignment(
+        used=used,
+        group=group_of_row[group_of_row >= 0],
+        tid=row_tid,
+        colours=row_colours,
         num_unmatched=len(rows) - len(used),
         num_other=num_rows - len(rows),
     )

@@ -18,6 +18,7 @@ from arcpipe.config import ArcpipeError, EvaluationConfig
 from arcpipe.data.dataset import identifiers_sha256, load_split
 from arcpipe.eval.kaggle import make_bundle
 from arcpipe.eval.predict import evaluate_checkpoint, predict, predict_challenges
+from arcpipe.eval.results import load_votes
 from arcpipe.models.io import save_weights
 from arcpipe.models.registry import build_model, make_arch_config
 from arcpipe.optim import make_optimizers
@@ -65,6 +66,34 @@ def test_evaluation_writes_all_files_with_model_metrics(checkpoint, tiny_dataset
     assert 0 <= metrics["eval/accuracy"] <= 1 and metrics["eval/lm_loss"] > 0
     submission = json.loads((tmp_path / "out" / "submission.json").read_text())
     assert [len(v) for v in submission.values()] == [len(t["test"]) for t in test_puzzles.values()]
+
+
+def test_pass_at_k_after_the_last_act_step_is_the_evaluations_pass_at_k(tiny_dataset, tmp_path):
+    # an untrained q_head gives every row the same q_halt (weights 0, bias -5): random weights, so that mean q
+    # ranks the candidates, which each have one vote here
+    split = load_split(tiny_dataset, "test")
+    head, cfg = _head(split, seed=1)
+    with torch.no_grad():
+        next(m for name, m in head.named_modules() if name.endswith("q_head")).weight.normal_()
+    checkpoint = tmp_path / "ckpt.pt"
+    sha = identifiers_sha256(tiny_dataset)
+    save_weights(checkpoint, head, arch="trm", arch_cfg=cfg, dataset=split.metadata, identifiers_sha256=sha)
+    # an untrained model solves nothing, so its own answers become the truth: the first test input's best
+    # candidate and the second one's runner-up, which makes pass@1 and pass@2 differ from 0 and from each other
+    evaluate_checkpoint(checkpoint, tiny_dataset, tmp_path / "first", CONFIG, device="cpu")
+    votes, _ = load_votes(tmp_path / "first" / "votes.npz")
+    dataset = _copy_dataset(tiny_dataset, tmp_path)
+    puzzles = json.loads((dataset / "test_puzzles.json").read_text())
+    pairs = [pair for task in puzzles.values() for pair in task["test"]]
+    for p, rank in ((0, 0), (1, 1)):
+        pairs[p]["output"] = votes.grids.tolist(int(votes.start[p]) + rank)
+    (dataset / "test_puzzles.json").write_text(json.dumps(puzzles))
+    metrics = evaluate_checkpoint(checkpoint, dataset, tmp_path / "out", CONFIG, device="cpu")
+    assert 0 < metrics["pass@1"] < metrics["pass@2"]
+    assert list(metrics["depth"]) == ["1", "2"]  # tiny preset: halt_max_steps 2
+    assert metrics["depth"]["2"] == {f"pass@{k}": metrics[f"pass@{k}"] for k in CONFIG.pass_ks}
+    assert list(metrics["depth"]["1"]) == [f"pass@{k}" for k in CONFIG.pass_ks]
+    assert all(0 <= v <= 1 for v in metrics["depth"]["1"].values())
 
 
 def test_quick_mode_scores_the_first_tasks_only(checkpoint, tiny_dataset, tmp_path):
@@ -163,7 +192,7 @@ def test_two_gloo_processes_give_the_same_results_as_one(checkpoint, tiny_datase
         assert proc.returncode == 0, proc.stdout + proc.stderr
     one, two = (json.loads((tmp_path / n / "metrics.json").read_text()) for n in ("one", "two"))
     assert two["info"]["processes"] == 2
-    for key in ("pass@1", "pass@2", "pass@10", "num_predictions_used", "eval/accuracy", "eval/exact_accuracy"):
+    for key in ("pass@1", "pass@2", "pass@10", "num_predictions_used", "eval/accuracy", "eval/exact_accuracy", "depth"):
         assert one[key] == two[key], key
     assert one["eval/lm_loss"] == pytest.approx(two["eval/lm_loss"], rel=1e-6)
     for name in ("submission.json", "per_puzzle.csv"):
