@@ -24,6 +24,7 @@ REPORT = [
     "results/report/pooled.md",
     "results/report/passk_vs_step.png",
     "results/report/loss_vs_step.png",
+    "results/report/passk_vs_depth.png",
 ]
 # the full runs' report (rules/report.smk: render_full_report, pool_full_votes)
 FULL_REPORT = [f.replace("results/report/", "results/report/full/") for f in REPORT]

@@ -35,6 +35,11 @@ rule render_report:
             caption="../workflow/report/loss_vs_step.rst",
             category="curves",
         ),
+        report(
+            "results/report/passk_vs_depth.png",
+            caption="../workflow/report/passk_vs_depth.rst",
+            category="curves",
+        ),
     log:
         "logs/render_report/report.log",
     conda:
@@ -102,6 +107,11 @@ use rule render_report as render_full_report with:
         report(
             "results/report/full/loss_vs_step.png",
             caption="../workflow/report/loss_vs_step.rst",
+            category="full runs",
+        ),
+        report(
+            "results/report/full/passk_vs_depth.png",
+            caption="../workflow/report/passk_vs_depth.rst",
             category="full runs",
         ),
     log:

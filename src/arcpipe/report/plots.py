@@ -1,4 +1,5 @@
-"""Learning-curve PNGs: pass@K against training step, and training loss against step, one line per run."""
+"""Learning-curve PNGs: pass@K against training step, and training loss against step, one line per run; pass@K
+against ACT step, one line per run's last checkpoint."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ matplotlib.use("Agg")  # no display on cluster nodes; must precede pyplot
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from arcpipe.eval.results import atomic_write_many  # noqa: E402
 
@@ -51,6 +53,34 @@ def plot_loss(curves: pd.DataFrame, out_png: str | Path, key: str = "train/lm_lo
         ax.legend(fontsize="small")
     else:
         ax.text(0.5, 0.5, "no training metrics yet", ha="center", va="center", transform=ax.transAxes)
+    _save(fig, out_png)
+
+
+def plot_depth(curves: pd.DataFrame, out_png: str | Path, ks: Sequence[int] = (1, 2)) -> None:
+    """One panel per K: pass@K (%) after each ACT step of one evaluation pass, one line per run (one checkpoint).
+
+    curves: run, epoch, depth (1-based ACT step) and pass@K columns (fractions), as `tables.depth_curves` gives.
+    """
+    fig, axes = plt.subplots(1, max(len(ks), 1), figsize=(5.5 * max(len(ks), 1), 4), squeeze=False)
+    max_depth = int(curves["depth"].max()) if len(curves) else 1
+    for ax, k in zip(axes[0], ks, strict=False):
+        column = f"pass@{k}"
+        for run, group in curves.groupby("run", sort=True) if column in curves else ():
+            epoch = group["epoch"].iloc[0]  # one checkpoint per run
+            label = f"{run} (epoch {int(epoch)})" if pd.notna(epoch) else str(run)
+            ax.plot(group["depth"], 100 * group[column], marker="o", label=label)
+        ax.set(xlabel="ACT step", ylabel=f"{column} (%)", title=f"{column} after each ACT step")
+        ax.set_xlim(0.5, max_depth + 0.5)
+        ax.set_ylim(0, 100)  # percentages: never a negative tick, and runs compare on one scale
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.grid(alpha=0.3)
+        if len(curves):
+            ax.legend(fontsize="small")
+    if not len(curves):
+        axes[0][0].text(
+            0.5, 0.5, "no evaluations with pass@K per ACT step yet", ha="center", va="center",
+            transform=axes[0][0].transAxes,
+        )  # fmt: skip
     _save(fig, out_png)
 
 

@@ -209,6 +209,23 @@ def train_curves(train_metrics_paths: Sequence[str | Path], key: str = "train/lm
     return frame.sort_values(["run", "step"], kind="stable").drop_duplicates(["run", "step"], keep="last")
 
 
+def depth_curves(evals: pd.DataFrame) -> pd.DataFrame:
+    """(run, epoch, depth, pass@K...) for every ACT step of each run's last checkpoint that has pass@K per step.
+
+    evals: `load_evaluations`' frame. A metrics.json written before evaluations recorded "depth" is skipped, and a
+    run without any is left out. pass@K values are fractions, as in metrics.json.
+    """
+    rows = []
+    for run, group in evals.groupby("run", sort=True):
+        for path, epoch in zip(group["path"].iloc[::-1], group["epoch"].iloc[::-1], strict=True):
+            depth = json.loads(Path(path).read_text()).get("depth")
+            if depth:
+                rows += [{"run": run, "epoch": epoch, "depth": int(d), **by_k} for d, by_k in depth.items()]
+                break
+    frame = pd.DataFrame(rows) if rows else pd.DataFrame(columns=["run", "epoch", "depth"])
+    return frame.sort_values(["run", "depth"], kind="stable").reset_index(drop=True)
+
+
 def to_markdown(frame: pd.DataFrame, title: str = "", notes: Sequence[str] = ()) -> str:
     """A GitHub Markdown table (numbers to 2 decimals) with an optional title and notes below it."""
     columns = [str(c) for c in frame.columns]
@@ -240,7 +257,7 @@ def render_report(
     main_k: int = 2,
 ) -> list[Path]:
     """Write passk.{csv,md}, comparison.{csv,md}, datasets.{csv,md}, passk_vs_step.png and loss_vs_step.png."""
-    from arcpipe.report.plots import plot_loss, plot_passk
+    from arcpipe.report.plots import plot_depth, plot_loss, plot_passk
 
     out_dir = Path(out_dir)
     evals = load_evaluations(metrics_paths)
@@ -269,6 +286,9 @@ def render_report(
     plot_passk(evals, out_dir / "passk_vs_step.png", ks=sorted({1, main_k} & set(pass_ks(evals))) or pass_ks(evals)[:2])
     plot_loss(train_curves(train_metrics_paths), out_dir / "loss_vs_step.png")
     written += [out_dir / "passk_vs_step.png", out_dir / "loss_vs_step.png"]
+    depth_ks = sorted({1, main_k} & set(pass_ks(evals))) or pass_ks(evals)[:2]
+    plot_depth(depth_curves(evals), out_dir / "passk_vs_depth.png", ks=depth_ks)
+    written.append(out_dir / "passk_vs_depth.png")
     return written
 
 
