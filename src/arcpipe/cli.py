@@ -265,6 +265,7 @@ def _config_check(args: argparse.Namespace) -> int:
             f"{run.num_evaluations} checkpoints in {len(run.segment_ends())} segments, "
             f"{run.nodes} node(s) x {run.gpus_per_node} GPU(s), target {run.target}, "
             f"{cost_per_hour(run, cfg.report.gpu_hour_price):.2f}/hour at {cfg.report.gpu_hour_price}/GPU-hour"
+            + (f", seed {run.seed} of seed group {run.seed_group}" if run.seed_group else "")
         )
     print(f"{args.config}: ok ({len(cfg.datasets)} datasets, {len(cfg.runs)} runs)")
     return 0

@@ -25,10 +25,13 @@ from pydantic import (
     ConfigDict,
     Discriminator,
     Field,
+    SerializerFunctionWrapHandler,
+    StrictInt,
     Tag,
     ValidationError,
     ValidationInfo,
     field_validator,
+    model_serializer,
     model_validator,
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
@@ -142,6 +145,10 @@ class RunConfig(Strict):
     ema: bool = False
     ema_rate: float = Field(default=0.999, gt=0, lt=1)
     seed: int = 0
+    # `seeds: [0, 1, 2]` instead of `seed`: WorkflowConfig expands the run into runs {run}-s0, {run}-s1, ... (each
+    # with its own outputs and W&B run) whose seed_group is {run}; the report aggregates each group over seeds
+    seeds: list[StrictInt] | None = Field(default=None, exclude=True)
+    seed_group: str | None = None  # dumped only when set: runs without seeds hash and compare as before
 
     nodes: int = Field(default=1, gt=0)
     gpus_per_node: int = Field(default=0, ge=0)  # 0: CPU
@@ -206,6 +213,13 @@ class RunConfig(Strict):
             raise _invalid("RunConfig", [((), problem, self) for problem in problems])
         return self
 
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data = handler(self)
+        if self.seed_group is None:
+            data.pop("seed_group", None)
+        return data
+
     @property
     def uses_gpus(self) -> bool:
         """The run's jobs ask the scheduler for GPUs (also when they are simulated)."""
@@ -268,6 +282,43 @@ class WorkflowConfig(Strict):
     runs: dict[str, RunConfig] = Field(default_factory=dict)
     evaluation: EvaluationConfig = EvaluationConfig()
     report: ReportConfig = ReportConfig()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _expand_seeds(cls, data: Any) -> Any:
+        """Each run with `seeds: [a, b]` becomes runs `{run}-s{a}`, `{run}-s{b}` in its place, with `seed: a` or b
+        and `seed_group: {run}`; every later check, and every job, sees only the expanded runs."""
+        runs = data.get("runs") if isinstance(data, dict) else None
+        if not isinstance(runs, dict):
+            return data
+        problems, expanded = [], {}
+        for name, body in runs.items():
+            seeds = body.get("seeds") if isinstance(body, dict) else None
+            if not isinstance(seeds, list) or not all(type(seed) is int for seed in seeds):
+                expanded[name] = body  # no seeds, or not a list of integers: RunConfig's own field reports it
+                continue
+            duplicates = sorted({seed for seed in seeds if seeds.count(seed) > 1})
+            if not seeds:
+                problems.append(f"runs.{name}.seeds: empty; list at least one seed, or remove seeds")
+            if duplicates:
+                problems.append(f"runs.{name}.seeds={seeds}: {_seeds_listed_twice(duplicates)}; list each seed once")
+            for key in ("seed", "seed_group"):
+                if key in body:
+                    problems.append(
+                        f"runs.{name}: {key}={body[key]!r} and seeds={seeds} are both set; "
+                        f"remove {key} (seeds expands into one run per seed, grouped under {name})"
+                    )
+            rest = {key: value for key, value in body.items() if key != "seeds"}
+            for seed in seeds:
+                if f"{name}-s{seed}" in runs:
+                    problems.append(
+                        f"runs.{name}.seeds: seed {seed} makes run {name}-s{seed}, which is already declared under "
+                        "runs; rename one of them"
+                    )
+                expanded[f"{name}-s{seed}"] = {**rest, "seed": seed, "seed_group": name}
+        if problems:
+            raise _invalid("WorkflowConfig", [((), problem, runs) for problem in problems])
+        return {**data, "runs": expanded}
 
     @field_validator("datasets", "runs")
     @classmethod
@@ -440,6 +491,11 @@ def _is_union_tag(part: Any) -> bool:
     return isinstance(part, str) and part[:1].isupper() and part.endswith("Source")
 
 
+def _seeds_listed_twice(duplicates: list[int]) -> str:
+    listed = ", ".join(map(str, duplicates))
+    return f"seed {listed} is listed twice" if len(duplicates) == 1 else f"seeds {listed} are listed twice"
+
+
 def config_hash(model: BaseModel) -> str:
     """sha256 of a model's canonical JSON: equal configs hash equal whatever the key order in YAML."""
     text = json.dumps(model.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
@@ -481,6 +537,7 @@ EXECUTION_FIELDS = frozenset(
         "eval_gpus",
         "eval_batch_size",
         "eval_runtime_minutes",
+        "seed_group",  # a label the report groups by
     }
 )
 

@@ -112,6 +112,7 @@ class WandbMirror:
         self.run = wandb.init(
             project=run.wandb_project,
             name=run_name,
+            group=run.seed_group,  # the runs of one `seeds:` list side by side; None: no group
             id=run_id,
             resume="allow",
             mode=mode,
