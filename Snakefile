@@ -20,6 +20,7 @@ include: "rules/report.smk"
 REPORT = [
     "results/report/passk.md",
     "results/report/comparison.md",
+    "results/report/seeds.md",
     "results/report/datasets.md",
     "results/report/pooled.md",
     "results/report/passk_vs_step.png",

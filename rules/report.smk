@@ -20,6 +20,12 @@ rule render_report:
         ),
         "results/report/comparison.csv",
         report(
+            "results/report/seeds.md",
+            caption="../workflow/report/seeds.rst",
+            category="pass@K",
+        ),
+        "results/report/seeds.csv",
+        report(
             "results/report/datasets.md",
             caption="../workflow/report/datasets.rst",
             category="datasets",
@@ -93,6 +99,12 @@ use rule render_report as render_full_report with:
             category="full runs",
         ),
         "results/report/full/comparison.csv",
+        report(
+            "results/report/full/seeds.md",
+            caption="../workflow/report/seeds.rst",
+            category="full runs",
+        ),
+        "results/report/full/seeds.csv",
         report(
             "results/report/full/datasets.md",
             caption="../workflow/report/datasets.rst",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import io
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import matplotlib
@@ -23,13 +23,30 @@ log = logging.getLogger(__name__)
 MAX_POINTS = 2000  # per run in the loss plot: longer curves are averaged in bins
 
 
-def plot_passk(evals: pd.DataFrame, out_png: str | Path, ks: Sequence[int] = (1, 2)) -> None:
-    """One panel per K: pass@K (%, fresh votes per checkpoint) against step (epoch when step is unknown)."""
+def plot_passk(
+    evals: pd.DataFrame,
+    out_png: str | Path,
+    ks: Sequence[int] = (1, 2),
+    seed_groups: Mapping[str, str] | None = None,
+) -> None:
+    """One panel per K: pass@K (%, fresh votes per checkpoint) against step (epoch when step is unknown).
+
+    The runs of a seed group (`seed_groups`: run -> group) with more than one seed are one line, the mean over
+    seeds at each checkpoint, with the min-max range over seeds shaded.
+    """
     fig, axes = plt.subplots(1, max(len(ks), 1), figsize=(5.5 * max(len(ks), 1), 4), squeeze=False)
     x_key = "step" if len(evals) and evals["step"].notna().all() else "epoch"
+    banded = _multi_seed(evals, seed_groups or {})
     for ax, k in zip(axes[0], ks, strict=False):
-        for run, group in evals.groupby("run", sort=True):
+        for run, group in evals[~evals["run"].isin(banded)].groupby("run", sort=True):
             ax.plot(group[x_key], 100 * group[f"pass@{k}"], marker="o", label=str(run))
+        seeded = evals[evals["run"].isin(banded)]
+        for name, members in seeded.groupby(seeded["run"].map(banded), sort=True):
+            per_epoch = members.groupby("epoch", sort=True)
+            x, values = per_epoch[x_key].mean(), per_epoch[f"pass@{k}"]
+            label = f"{name} (mean of {members['run'].nunique()} seeds, min-max shaded)"
+            (line,) = ax.plot(x, 100 * values.mean(), marker="o", label=label)
+            ax.fill_between(x, 100 * values.min(), 100 * values.max(), color=line.get_color(), alpha=0.2, linewidth=0)
         ax.set(xlabel=x_key, ylabel=f"pass@{k} (%)", title=f"pass@{k} per checkpoint")
         ax.grid(alpha=0.3)
         if len(evals):
@@ -82,6 +99,13 @@ def plot_depth(curves: pd.DataFrame, out_png: str | Path, ks: Sequence[int] = (1
             transform=axes[0][0].transAxes,
         )  # fmt: skip
     _save(fig, out_png)
+
+
+def _multi_seed(evals: pd.DataFrame, seed_groups: Mapping[str, str]) -> dict[str, str]:
+    """run -> seed group, for the evaluated runs of groups with more than one evaluated run."""
+    runs = [run for run in evals["run"].unique() if run in seed_groups] if len(evals) else []
+    sizes = pd.Series([seed_groups[run] for run in runs], dtype=object).value_counts()
+    return {run: seed_groups[run] for run in runs if sizes[seed_groups[run]] > 1}
 
 
 def _binned(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -54,11 +54,16 @@ class RunInfo:
     arch: str  # hrm, trm, urm, transformer
     benchmark: str | None  # "ARC-AGI-1", "ARC-AGI-2", or None when the test set is neither
     epochs: int  # the run's configured total, for progress %
+    seed: int | None = None
+    seed_group: str | None = None  # the run's `seeds:` list (config.RunConfig); None: a group of its own
 
 
 def runs_from_config(cfg: WorkflowConfig) -> dict[str, RunInfo]:
     """RunInfo of every run of a validated workflow config."""
-    return {name: RunInfo(run.arch, _benchmark(cfg, run.dataset), run.epochs) for name, run in cfg.runs.items()}
+    return {
+        name: RunInfo(run.arch, _benchmark(cfg, run.dataset), run.epochs, run.seed, run.seed_group)
+        for name, run in cfg.runs.items()
+    }
 
 
 def load_evaluations(metrics_paths: Sequence[str | Path]) -> pd.DataFrame:
@@ -256,8 +261,10 @@ def render_report(
     runs: Mapping[str, RunInfo] | None = None,
     main_k: int = 2,
 ) -> list[Path]:
-    """Write passk.{csv,md}, comparison.{csv,md}, datasets.{csv,md}, passk_vs_step.png and loss_vs_step.png."""
+    """Write passk.{csv,md}, comparison.{csv,md}, seeds.{csv,md}, datasets.{csv,md}, passk_vs_step.png and
+    loss_vs_step.png."""
     from arcpipe.report.plots import plot_depth, plot_loss, plot_passk
+    from arcpipe.report.seeds import seed_groups, seed_table
 
     out_dir = Path(out_dir)
     evals = load_evaluations(metrics_paths)
@@ -279,11 +286,29 @@ def render_report(
             "Published: HRM and TRM report pass@2, URM pass@1 (upstream papers); they are not directly comparable.",
         ],
     )
+    groups = seed_groups(runs or {})
+    write_table(
+        seed_table(evals, groups),
+        out_dir / "seeds.csv",
+        out_dir / "seeds.md",
+        "pass@K over seeds",
+        [
+            "Per seed group (a run's `seeds:` list; a run without one is a group of one seed) and checkpoint: pass@K "
+            "in % over the seeds evaluated there: mean, sample standard deviation (ddof=1), min, max.",
+            "ci95: mean +- t_{0.975, n-1} * sd / sqrt(n) (Student t over seeds); one seed has no sd and no interval.",
+        ],
+    )
     written += [out_dir / n for n in ("passk.csv", "passk.md", "comparison.csv", "comparison.md")]
+    written += [out_dir / "seeds.csv", out_dir / "seeds.md"]
     if dataset_dirs:
         write_table(dataset_table(dataset_dirs), out_dir / "datasets.csv", out_dir / "datasets.md", "Datasets")
         written += [out_dir / "datasets.csv", out_dir / "datasets.md"]
-    plot_passk(evals, out_dir / "passk_vs_step.png", ks=sorted({1, main_k} & set(pass_ks(evals))) or pass_ks(evals)[:2])
+    plot_passk(
+        evals,
+        out_dir / "passk_vs_step.png",
+        ks=sorted({1, main_k} & set(pass_ks(evals))) or pass_ks(evals)[:2],
+        seed_groups={run: group for run, (group, _) in groups.items()},
+    )
     plot_loss(train_curves(train_metrics_paths), out_dir / "loss_vs_step.png")
     written += [out_dir / "passk_vs_step.png", out_dir / "loss_vs_step.png"]
     depth_ks = sorted({1, main_k} & set(pass_ks(evals))) or pass_ks(evals)[:2]
