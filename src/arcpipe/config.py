@@ -273,6 +273,33 @@ class EvaluationConfig(Strict):
 
 
 class ReportConfig(Strict):
+    # test tasks held out to select each run's checkpoint on (report/selection.py); 0: no selection table
+    selection_tasks: int = Field(default=0, ge=0)
+    # extra passes of every evaluation: blank_puzzle_id feeds every test row the blank puzzle embedding (row 0)
+    controls: list[Literal["blank_puzzle_id"]] = Field(default_factory=list)
+
+    @field_validator("controls")
+    @classmethod
+    def _controls_once(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError(f"{value}: list each control once")
+        return value
+
+    @model_validator(mode="after")
+    def _selection_leaves_tasks(self) -> EvaluationConfig:
+        if self.quick_puzzles is not None and self.selection_tasks >= self.quick_puzzles:
+            raise _invalid(
+                "EvaluationConfig",
+                [
+                    (
+                        ("selection_tasks",),
+                        f"must be below quick_puzzles={self.quick_puzzles}, so that some of the "
+                        "scored tasks are left to report on; lower it",
+                        self.selection_tasks,
+                    )
+                ],
+            )
+        return self
     main_k: int = Field(default=2, gt=0)  # the pass@K column the run comparison sorts by
     gpu_hour_price: float = Field(default=2.5, ge=0)  # currency units per GPU hour, for cost estimates
 
@@ -361,6 +388,15 @@ class WorkflowConfig(Strict):
                 )
         return self
 
+        held_out = self.evaluation.selection_tasks
+        for name in sorted({run.dataset for run in self.runs.values()} & set(self.datasets)):
+            # max_puzzles caps the test subset, so a dataset never has more test tasks than that
+            most = self.datasets[name].max_puzzles
+            if held_out and most is not None and held_out >= most:
+                problems.append(
+                    f"evaluation.selection_tasks={held_out} leaves no test task to report on: dataset {name} has at "
+                    f"most max_puzzles={most}; lower selection_tasks"
+                )
     def runs_for(self, target: str) -> list[str]:
         return [name for name, run in self.runs.items() if run.target == target]
 

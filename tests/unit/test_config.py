@@ -186,3 +186,33 @@ def test_cli_reports_a_bad_config_in_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0
     assert err.startswith(f"arcpipe: error: {bad}: runs.smoke-trm: epochs=4 is not a multiple of eval_interval=3")
+
+
+BAD_EVALUATIONS = {  # evaluation.selection_tasks and evaluation.controls, refused before any compute
+    "negative held-out tasks": (
+        {"selection_tasks": -1},
+        "evaluation.selection_tasks=-1: Input should be greater than or equal to 0",
+    ),
+    "every task held out": (
+        {"selection_tasks": 16},
+        "evaluation.selection_tasks=16 leaves no test task to report on: dataset smoke has at most max_puzzles=16",
+    ),
+    "every quick task held out": ({"selection_tasks": 2, "quick_puzzles": 2}, "evaluation.selection_tasks=2: must be"),
+    "unknown control": ({"controls": ["blank_id"]}, "evaluation.controls.0='blank_id': Input should be"),
+    "control twice": ({"controls": ["blank_puzzle_id"] * 2}, "evaluation.controls: ['blank_puzzle_id',"),
+}
+
+
+@pytest.mark.parametrize("mistake", BAD_EVALUATIONS)
+def test_a_bad_selection_or_control_is_one_line_naming_the_field(mistake, tmp_path, capsys):
+    changes, message = BAD_EVALUATIONS[mistake]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({**SHIPPED, "evaluation": changes}))
+    assert main(["config", "check", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"arcpipe: error: {bad}: {message}"), err
+
+
+def test_selection_and_controls_validate_below_the_limits():
+    cfg = validate_config({**SHIPPED, "evaluation": {"selection_tasks": 15, "controls": ["blank_puzzle_id"]}})
+    assert (cfg.evaluation.selection_tasks, cfg.evaluation.controls) == (15, ["blank_puzzle_id"])

@@ -106,6 +106,11 @@ def evaluate_checkpoint(
         keys = CandidateKeys(example_ids, identifiers, rows)
         predictions = predict(head, split.inputs, split.labels, example_ids, rows, local_batch, env, keys)
         inference_s = time.perf_counter() - start
+        controls = {}
+        if "blank_puzzle_id" in config.controls:  # every rank runs the second pass; rank 0 scores it
+            controls["blank_puzzle_id"] = blank_id_control(
+                head, split, example_ids, rows, local_batch, env, identifiers, test, config.pass_ks
+            )
         if env.rank != 0:
             return None
         assert predictions is not None
@@ -150,12 +155,49 @@ def evaluate_checkpoint(
             extra_metrics=extra,
             depth=depth_metrics(depth),
             info=info,
+            controls=controls,
         )
         log.info("%s", ", ".join(f"pass@{k} {100 * result.scores.pass_at[k]:.2f}%" for k in result.scores.ks))
         return metrics
     finally:
         distributed.barrier(env)
         distributed.teardown(env)
+
+
+def blank_id_control(
+    head: torch.nn.Module,
+    split: Any,
+    example_ids: np.ndarray,
+    rows: np.ndarray,
+    batch_size: int,
+    env: Any,
+    identifiers: Sequence[str],
+    test: Any,
+    ks: Sequence[int],
+) -> dict[str, float] | None:
+    """pass@K of a second pass with every row's puzzle embedding replaced by the blank row; rank 0's, else None.
+
+    The model sees the dataset's blank identifier instead of the row's own; the vote still reads each row's real
+    identifier, which names the augmentation to undo. How far this falls below the normal pass@K is how much the
+    answers depend on the memorised per-puzzle embedding.
+    """
+    blank = np.full_like(example_ids, split.metadata.blank_identifier_id)
+    control = predict(head, split.inputs, split.labels, blank, rows, batch_size, env)
+    if control is None:
+        return None
+    result = evaluate_predictions(
+        np.asarray(split.inputs[control.rows]),
+        control.preds,
+        example_ids[control.rows],
+        control.q_halt_logits,
+        identifiers,
+        test,
+        ks,
+    )
+    log.info(
+        "blank puzzle id control: %s", ", ".join(f"pass@{k} {100 * v:.2f}%" for k, v in result.scores.pass_at.items())
+    )
+    return {f"pass@{k}": v for k, v in result.scores.pass_at.items()}
 
 
 def predict_challenges(

@@ -4,7 +4,7 @@
     write_results(out_dir, result, step=..., epoch=..., extra_metrics={"eval/lm_loss": ...})
 
 DIR/metrics.json      pass@K, counts, step, epoch, wall time, the loss/accuracy metrics passed in, and pass@K
-                      after every ACT step ("depth", eval/depth.py) when given
+                      after every ACT step ("depth", eval/depth.py) and of control passes ("controls") when given
 DIR/submission.json   ARC Prize layout, an entry for every test input (see passk.build_submission)
 DIR/per_puzzle.csv    one row per test input: correct at each K, candidates, winner's votes, label's rank
 DIR/votes.npz         ranked candidates with vote counts and q sums per test input; `pool_votes` pools them
@@ -102,10 +102,13 @@ def write_results(
     extra_metrics: Mapping[str, float] | None = None,
     depth: Mapping[str, Mapping[str, float]] | None = None,
     info: Mapping[str, Any] | None = None,
+    controls: Mapping[str, Mapping[str, float]] | None = None,
 ) -> dict[str, Any]:
     """Write metrics.json, submission.json, per_puzzle.csv and votes.npz into out_dir; returns the metrics.
 
-    depth: {"<ACT step>": {"pass@<K>": value}} (`depth.depth_metrics`), written as metrics["depth"]. Every file is
+    depth: {"<ACT step>": {"pass@<K>": value}} (`depth.depth_metrics`), written as metrics["depth"]; controls:
+    {"<control>": {"pass@<K>": value}} of the control passes (`predict.blank_id_control`), as metrics["controls"]
+    when there are any. Every file is
     first written to a temporary name in out_dir; an error before the renames leaves nothing new behind, and
     metrics.json is renamed last.
     """
@@ -114,6 +117,8 @@ def write_results(
     metrics = metrics_of(result, step=step, epoch=epoch, wall_time_s=wall_time_s, extra_metrics=extra_metrics)
     if depth is not None:
         metrics["depth"] = {d: dict(by_k) for d, by_k in depth.items()}
+    if controls:
+        metrics["controls"] = {name: dict(by_k) for name, by_k in controls.items()}
     if info:
         metrics["info"] = dict(info)
     contents: dict[str, bytes] = {

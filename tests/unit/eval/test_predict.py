@@ -19,7 +19,7 @@ from arcpipe.data.dataset import identifiers_sha256, load_split
 from arcpipe.eval.kaggle import make_bundle
 from arcpipe.eval.predict import evaluate_checkpoint, predict, predict_challenges
 from arcpipe.eval.results import load_votes
-from arcpipe.models.io import save_weights
+from arcpipe.models.io import core_of, save_weights
 from arcpipe.models.registry import build_model, make_arch_config
 from arcpipe.optim import make_optimizers
 from arcpipe.train.distributed import DistEnv
@@ -275,3 +275,39 @@ def test_kaggle_bundle_runs_predict_from_its_own_files(checkpoint, tiny_dataset,
     assert json.loads(out.read_text()).keys() == json.loads((tiny_dataset / "test_puzzles.json").read_text()).keys()
     with pytest.raises(ArcpipeError, match="already exists"):
         make_bundle(checkpoint, tiny_dataset / "identifiers.json", bundle)
+
+
+def test_the_blank_id_control_is_a_second_pass_with_every_puzzle_embedding_blank(tiny_dataset, tmp_path):
+    # checkpoint A has random puzzle embeddings; B is A with every row replaced by the blank row 0 by hand, so B's
+    # normal pass is what A's control must be: the model asked with the blank identifier for every test row
+    split = load_split(tiny_dataset, "test")
+    head, cfg = _head(split, seed=2)
+    table = core_of(head).puzzle_emb.weights
+    with torch.no_grad():
+        next(m for name, m in head.named_modules() if name.endswith("q_head")).weight.normal_()
+        table.normal_()
+    sha = identifiers_sha256(tiny_dataset)
+    meta = {"arch": "trm", "arch_cfg": cfg, "dataset": split.metadata, "identifiers_sha256": sha}
+    save_weights(tmp_path / "a.pt", head, **meta)
+    with torch.no_grad():
+        table.copy_(table[split.metadata.blank_identifier_id].expand_as(table).clone())
+    save_weights(tmp_path / "b.pt", head, **meta)
+    # B solves nothing, so its own answers become the truth (as in the depth test): the control's pass@K is not 0
+    evaluate_checkpoint(tmp_path / "b.pt", tiny_dataset, tmp_path / "first", CONFIG, device="cpu")
+    votes, _ = load_votes(tmp_path / "first" / "votes.npz")
+    dataset = _copy_dataset(tiny_dataset, tmp_path)
+    puzzles = json.loads((dataset / "test_puzzles.json").read_text())
+    pairs = [pair for task in puzzles.values() for pair in task["test"]]
+    for p, rank in ((0, 0), (1, 1)):
+        pairs[p]["output"] = votes.grids.tolist(int(votes.start[p]) + rank)
+    (dataset / "test_puzzles.json").write_text(json.dumps(puzzles))
+    with_control = CONFIG.model_copy(update={"controls": ["blank_puzzle_id"]})
+    a = evaluate_checkpoint(tmp_path / "a.pt", dataset, tmp_path / "a", with_control, device="cpu")
+    b = evaluate_checkpoint(tmp_path / "b.pt", dataset, tmp_path / "b", CONFIG, device="cpu")
+    control = a["controls"]["blank_puzzle_id"]
+    assert control == {f"pass@{k}": b[f"pass@{k}"] for k in CONFIG.pass_ks}
+    assert 0 < control["pass@1"] < control["pass@2"]
+    # A's own rows change its answers, which the truth was taken from B: the normal pass@K is another number
+    assert a["pass@2"] != control["pass@2"]
+    assert "controls" not in b
+    assert json.loads((tmp_path / "a" / "metrics.json").read_text())["controls"] == a["controls"]
