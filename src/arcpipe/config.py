@@ -270,9 +270,6 @@ class EvaluationConfig(Strict):
     quick_puzzles: int | None = Field(default=None, gt=0)  # a fixed subset of test puzzles, for fast feedback
     kaggle_run: str | None = None  # the run `snakemake kaggle` bundles; None: the first run in the config
     kaggle_epoch: int | None = Field(default=None, gt=0)  # its checkpoint; None: the run's last
-
-
-class ReportConfig(Strict):
     # test tasks held out to select each run's checkpoint on (report/selection.py); 0: no selection table
     selection_tasks: int = Field(default=0, ge=0)
     # extra passes of every evaluation: blank_puzzle_id feeds every test row the blank puzzle embedding (row 0)
@@ -300,6 +297,9 @@ class ReportConfig(Strict):
                 ],
             )
         return self
+
+
+class ReportConfig(Strict):
     main_k: int = Field(default=2, gt=0)  # the pass@K column the run comparison sorts by
     gpu_hour_price: float = Field(default=2.5, ge=0)  # currency units per GPU hour, for cost estimates
 
@@ -376,6 +376,15 @@ class WorkflowConfig(Strict):
                 f"evaluation.kaggle_epoch={self.evaluation.kaggle_epoch} is not a checkpoint of run {kaggle} "
                 f"(multiples of eval_interval={self.runs[kaggle].eval_interval})"
             )
+        held_out = self.evaluation.selection_tasks
+        for name in sorted({run.dataset for run in self.runs.values()} & set(self.datasets)):
+            # max_puzzles caps the test subset, so a dataset never has more test tasks than that
+            most = self.datasets[name].max_puzzles
+            if held_out and most is not None and held_out >= most:
+                problems.append(
+                    f"evaluation.selection_tasks={held_out} leaves no test task to report on: dataset {name} has at "
+                    f"most max_puzzles={most}; lower selection_tasks"
+                )
         if problems:
             raise _invalid("WorkflowConfig", [((), problem, self) for problem in problems])
         for name, run in self.runs.items():
@@ -388,15 +397,6 @@ class WorkflowConfig(Strict):
                 )
         return self
 
-        held_out = self.evaluation.selection_tasks
-        for name in sorted({run.dataset for run in self.runs.values()} & set(self.datasets)):
-            # max_puzzles caps the test subset, so a dataset never has more test tasks than that
-            most = self.datasets[name].max_puzzles
-            if held_out and most is not None and held_out >= most:
-                problems.append(
-                    f"evaluation.selection_tasks={held_out} leaves no test task to report on: dataset {name} has at "
-                    f"most max_puzzles={most}; lower selection_tasks"
-                )
     def runs_for(self, target: str) -> list[str]:
         return [name for name, run in self.runs.items() if run.target == target]
 
