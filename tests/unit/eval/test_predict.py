@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -22,6 +23,7 @@ from arcpipe.eval.results import load_votes
 from arcpipe.models.io import core_of, save_weights
 from arcpipe.models.registry import build_model, make_arch_config
 from arcpipe.optim import make_optimizers
+from arcpipe.report.selection import subset_pass_at, task_scores
 from arcpipe.train.distributed import DistEnv
 
 FILES = ["metrics.json", "per_puzzle.csv", "submission.json", "votes.npz"]
@@ -310,4 +312,9 @@ def test_the_blank_id_control_is_a_second_pass_with_every_puzzle_embedding_blank
     # A's own rows change its answers, which the truth was taken from B: the normal pass@K is another number
     assert a["pass@2"] != control["pass@2"]
     assert "controls" not in b
+    # the report's pass@K over a subset of tasks (report/selection.py), over all of them, is the evaluation's
+    by_task = task_scores(pd.read_csv(tmp_path / "a" / "per_puzzle.csv", dtype={"puzzle": str}))
+    assert subset_pass_at(by_task, list(puzzles)).to_dict() == pytest.approx(
+        {f"pass@{k}": a[f"pass@{k}"] for k in CONFIG.pass_ks}
+    )
     assert json.loads((tmp_path / "a" / "metrics.json").read_text())["controls"] == a["controls"]
