@@ -30,6 +30,7 @@ wildcard_constraints:
     dataset=r"[A-Za-z0-9._-]+",
     run=r"[A-Za-z0-9._-]+",
     epoch=r"[1-9][0-9]*",
+    k=r"[1-9][0-9]*",  # an ensemble's number of checkpoints: avg_last{k}, pooled_last{k}
 
 
 # a run whose checkpoints exist and whose training config changed stops every Snakemake call (arcpipe.keep)
@@ -118,7 +119,8 @@ def run_config(wildcards):
 def eval_config(wildcards):
     """The evaluation settings of one run's checkpoints: the shared section with the run's batch size."""
     run = CFG.runs[wildcards.run]
-    evaluation = CFG.evaluation.model_dump(mode="json")
+    # ensemble_last makes jobs of its own (average_checkpoints, pool_last_votes): not a setting of this evaluation
+    evaluation = CFG.evaluation.model_dump(mode="json", exclude={"ensemble_last"})
     if run.eval_batch_size is not None:
         evaluation["batch_size"] = run.eval_batch_size
     return {"evaluation": evaluation}
@@ -230,6 +232,56 @@ def evaluation_votes_for_report(wildcards):
         f"results/eval/{run}/epoch_{epoch}/votes.npz"
         for run, epoch in report_boundaries()
     ]
+
+
+def last_boundaries(wildcards):
+    """The last {k} boundaries of the run, oldest first: the checkpoints of its ensemble (eval/ensemble.py)."""
+    boundaries = CFG.runs[wildcards.run].boundaries()
+    if int(wildcards.k) > len(boundaries):
+        raise ValueError(
+            f"run {wildcards.run} has {len(boundaries)} checkpoints, fewer than {wildcards.k}"
+        )
+    return boundaries[-int(wildcards.k) :]
+
+
+def last_checkpoints(wildcards):
+    return [
+        f"results/runs/{wildcards.run}/ckpt/epoch_{epoch}.pt"
+        for epoch in last_boundaries(wildcards)
+    ]
+
+
+def last_votes(wildcards):
+    return [
+        f"results/eval/{wildcards.run}/epoch_{epoch}/votes.npz"
+        for epoch in last_boundaries(wildcards)
+    ]
+
+
+def ensembles_of(target, runs=None):
+    """The metrics of each run's ensembles of its last evaluation.ensemble_last checkpoints, averaged weights and
+    pooled votes (rules evaluate_average, pool_last_votes); none without ensemble_last.
+    """
+    k = CFG.evaluation.ensemble_last
+    if not k:
+        return []
+    return [
+        f"results/eval/{run}/{kind}_last{k}/metrics.json"
+        for run in (CFG.runs_for(target) if runs is None else runs)
+        for kind in ("avg", "pooled")
+    ]
+
+
+def ensembles_for_report(wildcards):
+    """`ensembles_of` for the runs whose last ensemble_last checkpoints are all in the report."""
+    in_report = set(report_boundaries())
+    k = CFG.evaluation.ensemble_last or 0
+    runs = [
+        name
+        for name, run in CFG.runs.items()
+        if k and all((name, epoch) in in_report for epoch in run.boundaries()[-k:])
+    ]
+    return ensembles_of(None, runs)
 
 
 def train_metrics_for_report(wildcards):

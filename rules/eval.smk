@@ -48,6 +48,55 @@ rule evaluate_checkpoint:
         "--config {input.config} {params.device} > {log} 2>&1"
 
 
+# evaluation.ensemble_last: K (eval/ensemble.py): the parameter average of a run's last K checkpoints, written as a
+# checkpoint of its own and evaluated like the others
+rule average_checkpoints:
+    input:
+        ckpts=last_checkpoints,  # common.smk: the run's last {k} epoch checkpoints, oldest first
+    output:
+        "results/runs/{run}/ckpt/avg_last{k}.pt",
+    log:
+        "logs/average_checkpoints/{run}/avg_last{k}.log",
+    conda:
+        "../envs/arcpipe.yaml"
+    threads: 1
+    resources:
+        mem_mb=16000,  # a float64 sum of the model and two checkpoints, puzzle embeddings included
+        runtime=30,
+    script:
+        "../workflow/scripts/average_checkpoints.py"
+
+
+rule evaluate_average:
+    input:
+        ckpt="results/runs/{run}/ckpt/avg_last{k}.pt",
+        verified=ancient_input(verified_dataset),
+        config="results/eval/{run}/evaluation.yaml",
+    output:
+        metrics="results/eval/{run}/avg_last{k}/metrics.json",
+        submission="results/eval/{run}/avg_last{k}/submission.json",
+        per_puzzle="results/eval/{run}/avg_last{k}/per_puzzle.csv",
+        votes="results/eval/{run}/avg_last{k}/votes.npz",
+    log:
+        "logs/evaluate_average/{run}/avg_last{k}.log",
+    conda:
+        "../envs/arcpipe.yaml"
+    threads: 8
+    resources:
+        gpu=eval_resource("gpu"),
+        mem_mb=eval_resource("mem_mb"),
+        shm_mb=eval_resource("shm_mb"),
+        runtime=eval_resource("runtime"),
+    params:
+        data=dataset_dir_for_run,
+        device=eval_device,
+        launch=eval_launch,
+    shell:
+        "{params.launch} arcpipe evaluate {input.ckpt} {params.data} "
+        "--out results/eval/{wildcards.run}/avg_last{wildcards.k} "
+        "--config {input.config} {params.device} > {log} 2>&1"
+
+
 rule bundle_kaggle:
     input:
         ckpt="results/runs/{run}/ckpt/epoch_{epoch}.pt",

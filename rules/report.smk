@@ -6,6 +6,7 @@ rule render_report:
         metrics=evaluations_for_report,
         train_metrics=train_metrics_for_report,
         datasets=verified_datasets_for_report,
+        ensembles=ensembles_for_report,  # [] without evaluation.ensemble_last
     output:
         report(
             "results/report/passk.md",
@@ -78,6 +79,25 @@ rule pool_votes:
         "../workflow/scripts/pooled_report.py"
 
 
+# evaluation.ensemble_last: K: pass@K with the votes of a run's last K checkpoints pooled (pool_votes pools each
+# checkpoint with every earlier one); a row of passk.md beside the averaged weights' evaluation
+rule pool_last_votes:
+    input:
+        votes=last_votes,  # common.smk: the run's last {k} checkpoints' votes.npz, oldest first
+    output:
+        "results/eval/{run}/pooled_last{k}/metrics.json",
+    log:
+        "logs/pool_last_votes/{run}/pooled_last{k}.log",
+    conda:
+        "../envs/arcpipe.yaml"
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=30,
+    script:
+        "../workflow/scripts/pool_last_votes.py"
+
+
 # `snakemake full` ends with the report of every full-run boundary, planned from the config alone (`snakemake
 # report` tabulates only the checkpoints already on disk): the same rules with the full runs' files, in
 # results/report/full/.
@@ -86,6 +106,7 @@ use rule render_report as render_full_report with:
         metrics=evaluations_of("full"),
         train_metrics=train_metrics_of("full"),
         datasets=datasets_for("full"),
+        ensembles=ensembles_of("full"),
     output:
         report(
             "results/report/full/passk.md",

@@ -267,6 +267,9 @@ class EvaluationConfig(Strict):
     pass_ks: list[int] = Field(default_factory=lambda: [1, 2, 5, 10, 100, 1000], min_length=1)
     submission_k: int = Field(default=2, ge=1)
     batch_size: int = Field(default=768, gt=0)  # global examples per inference batch
+    # also evaluate each run's last K checkpoints as ensembles: votes pooled, and weights averaged into
+    # results/runs/{run}/ckpt/avg_last{K}.pt (eval/ensemble.py); None: no ensembles
+    ensemble_last: int | None = Field(default=None, ge=1)
     quick_puzzles: int | None = Field(default=None, gt=0)  # a fixed subset of test puzzles, for fast feedback
     kaggle_run: str | None = None  # the run `snakemake kaggle` bundles; None: the first run in the config
     kaggle_epoch: int | None = Field(default=None, gt=0)  # its checkpoint; None: the run's last
@@ -364,6 +367,15 @@ class WorkflowConfig(Strict):
                     f"runs.{name}.dataset={run.dataset!r} is not declared under datasets "
                     f"(declared: {', '.join(sorted(self.datasets))})"
                 )
+        last = self.evaluation.ensemble_last
+        short = [
+            f"{name} ({run.num_evaluations})" for name, run in self.runs.items() if run.num_evaluations < (last or 0)
+        ]
+        if short:
+            problems.append(
+                f"evaluation.ensemble_last={last} is more than the checkpoints of run {', '.join(short)} "
+                "(epochs / eval_interval); lower ensemble_last"
+            )
         kaggle = self.evaluation.kaggle_run
         if kaggle is not None and kaggle not in self.runs:
             problems.append(f"evaluation.kaggle_run={kaggle!r} is not a run (runs: {', '.join(sorted(self.runs))})")

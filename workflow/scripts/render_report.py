@@ -9,4 +9,6 @@ snakemake = snakemake  # noqa: F821  (injected by Snakemake)
 with logged(snakemake):
     out_dir = Path(snakemake.output[0]).parent  # every output lies in results/report/
     inputs = snakemake.input
-    render_workflow_report(out_dir, snakemake.config, inputs.metrics, inputs.train_metrics, inputs.datasets)
+    render_workflow_report(
+        out_dir, snakemake.config, inputs.metrics, inputs.train_metrics, inputs.datasets, inputs.ensembles
+    )

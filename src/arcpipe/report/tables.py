@@ -5,6 +5,7 @@ Markdown, atomically. pass@K values are percentages in the tables.
 
     render_report(out_dir, metrics_paths, train_metrics_paths, dataset_dirs, runs)   # passk, comparison, plots
     render_pooled(out_dir, votes_paths)                                               # pooled votes
+    render_report(..., ensemble_paths=[".../avg_last2/metrics.json", ".../pooled_last2/metrics.json"])
 """
 
 from __future__ import annotations
@@ -101,12 +102,22 @@ def pass_ks(frame: pd.DataFrame) -> list[int]:
     return sorted(int(c.split("@")[1]) for c in frame.columns if re.fullmatch(r"pass@\d+", str(c)))
 
 
-def passk_table(evals: pd.DataFrame, runs: Mapping[str, RunInfo] | None = None) -> pd.DataFrame:
-    """Run x checkpoint: epoch, step, progress %, pass@K (%) with fresh votes per checkpoint."""
+def passk_table(
+    evals: pd.DataFrame, runs: Mapping[str, RunInfo] | None = None, ensembles: pd.DataFrame | None = None
+) -> pd.DataFrame:
+    """Run x checkpoint: epoch, step, progress %, pass@K (%) with fresh votes per checkpoint.
+
+    `ensembles` (`load_evaluations` of results/eval/{run}/{avg,pooled}_last{K}/metrics.json, eval/ensemble.py) adds
+    a row per run and ensemble after the run's checkpoints, at the epoch of the last checkpoint in it; the
+    `checkpoint` column tells the rows apart (epoch_{N}, avg_last{K}, pooled_last{K}).
+    """
     runs = runs or {}
+    if ensembles is not None and len(ensembles):
+        evals = pd.concat([evals, ensembles], ignore_index=True).sort_values("run", kind="stable")
     table = pd.DataFrame(
         {
             "run": evals["run"],
+            "checkpoint": [Path(p).parent.name for p in evals["path"]],
             "epoch": evals["epoch"],
             "step": evals["step"],
             "progress_%": [
@@ -260,9 +271,10 @@ def render_report(
     dataset_dirs: Mapping[str, str | Path] | None = None,
     runs: Mapping[str, RunInfo] | None = None,
     main_k: int = 2,
+    ensemble_paths: Sequence[str | Path] = (),
 ) -> list[Path]:
     """Write passk.{csv,md}, comparison.{csv,md}, seeds.{csv,md}, datasets.{csv,md}, passk_vs_step.png and
-    loss_vs_step.png."""
+    loss_vs_step.png. `ensemble_paths`: metrics of checkpoint ensembles, rows of passk only (`passk_table`)."""
     from arcpipe.report.plots import plot_depth, plot_loss, plot_passk
     from arcpipe.report.seeds import seed_groups, seed_table
 
@@ -273,7 +285,16 @@ def render_report(
         "pass@K in %, averaged over every test task (fractional credit for tasks with several test inputs).",
         "Votes are fresh for each checkpoint (single-checkpoint); see pooled.md for upstream's pooled numbers.",
     ]
-    write_table(passk_table(evals, runs), out_dir / "passk.csv", out_dir / "passk.md", "pass@K per checkpoint", notes)
+    ensembles = load_evaluations(ensemble_paths)
+    passk_notes = notes
+    if len(ensembles):
+        passk_notes = [
+            *notes,
+            "Ensembles of a run's last K checkpoints: avg_lastK, the checkpoint whose weights are their average; "
+            "pooled_lastK, their votes pooled. epoch: the last of the K.",
+        ]
+    passk = passk_table(evals, runs, ensembles)
+    write_table(passk, out_dir / "passk.csv", out_dir / "passk.md", "pass@K per checkpoint", passk_notes)
     comparison = comparison_table(evals, runs, main_k)
     write_table(
         comparison,
@@ -323,6 +344,7 @@ def render_workflow_report(
     metrics_paths: Sequence[str | Path],
     train_metrics_paths: Sequence[str | Path],
     verify_paths: Sequence[str | Path],
+    ensemble_paths: Sequence[str | Path] = (),
 ) -> list[Path]:
     """`render_report` for the workflow: runs and main_k from the config, datasets from their verify.json paths."""
     from arcpipe.config import WorkflowConfig
@@ -330,7 +352,7 @@ def render_workflow_report(
     cfg = WorkflowConfig.model_validate(dict(config))
     datasets = {Path(p).parent.name: Path(p).parent for p in verify_paths}  # results/data/<dataset>/verify.json
     return render_report(
-        out_dir, metrics_paths, train_metrics_paths, datasets, runs_from_config(cfg), cfg.report.main_k
+        out_dir, metrics_paths, train_metrics_paths, datasets, runs_from_config(cfg), cfg.report.main_k, ensemble_paths
     )
 
 
