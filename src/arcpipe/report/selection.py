@@ -2,6 +2,7 @@
 
     held_out = held_out_tasks(task_names, n, seed)              # evaluation.selection_tasks tasks, from a seed
     table, chosen = selection_table(evals, n, seeds, main_k)    # per run: selected, last and best-on-test rows
+    render_selection(out_dir, metrics_paths, n, seeds, main_k)  # selection.{csv,md}, selection_tasks.json
 
 Picking the checkpoint with the best test pass@K and reporting that number reuses the test set for selection, so
 the number is optimistic. Here `n` test tasks are held out per run (chosen with `numpy.random.default_rng(seed)`
@@ -19,6 +20,7 @@ tasks, so over every task it is the evaluation's pass@K.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -27,8 +29,7 @@ import numpy as np
 import pandas as pd
 
 from arcpipe.config import ArcpipeError
-
-SELECTED_ON_TEST = "selected on the test set"  # as in tables.py
+from arcpipe.report.tables import SELECTED_ON_TEST, load_evaluations, write_table
 
 
 def task_scores(per_puzzle: pd.DataFrame) -> pd.DataFrame:
@@ -106,3 +107,35 @@ def _per_puzzle(path: Path) -> pd.DataFrame:
         return pd.read_csv(csv, dtype={"puzzle": str})
     except (OSError, pd.errors.ParserError) as err:
         raise ArcpipeError(f"{csv}: cannot read per-puzzle results ({err}); re-run its evaluation") from err
+
+
+def render_selection(
+    out_dir: str | Path, metrics_paths: Sequence[str | Path], n: int, seeds: Mapping[str, int], main_k: int = 2
+) -> list[Path]:
+    """Write selection.csv, selection.md and selection_tasks.json (per run: seed, held-out tasks) into out_dir."""
+    from arcpipe.eval.results import atomic_write_many
+
+    out_dir = Path(out_dir)
+    table, chosen = selection_table(load_evaluations(metrics_paths), n, seeds, main_k)
+    by_set: dict[tuple[str, ...], list[str]] = {}
+    for run, info in chosen.items():
+        by_set.setdefault(tuple(info["held_out"]), []).append(run)
+    if n:
+        notes = [
+            f"Per run: the checkpoint with the best pass@{main_k} on {n} held-out test tasks "
+            "(evaluation.selection_tasks; ties to the later), the last checkpoint, and the one selected on the whole "
+            "test set (optimistic; ties to the earlier, as in comparison.md).",
+            "pass@K in % on the other test tasks only, with fractional credit per task as in passk.md; "
+            f"held_out_pass@{main_k}: on the held-out tasks.",
+            "Held-out tasks: numpy default_rng(seed) over the sorted task names, seed = the run's dataset seed "
+            "(datasets.<name>.seed); also in selection_tasks.json.",
+            *(f"Held out for {', '.join(runs)}: {', '.join(tasks)}." for tasks, runs in by_set.items()),
+        ]
+    else:
+        notes = ["evaluation.selection_tasks is 0: no test tasks are held out, so there is no selection to show."]
+    write_table(
+        table, out_dir / "selection.csv", out_dir / "selection.md", "Checkpoint selection on held-out tasks", notes
+    )
+    tasks_json = {"selection_tasks": n, "runs": chosen}
+    atomic_write_many(out_dir, {"selection_tasks.json": (json.dumps(tasks_json, indent=2) + "\n").encode()})
+    return [out_dir / "selection.csv", out_dir / "selection.md", out_dir / "selection_tasks.json"]

@@ -11,7 +11,14 @@ import pytest
 
 from arcpipe.config import ArcpipeError
 from arcpipe.eval.passk import load_tasks_from_json, score_ranks
-from arcpipe.report.selection import SELECTED_ON_TEST, held_out_tasks, selection_table, subset_pass_at, task_scores
+from arcpipe.report.selection import (
+    SELECTED_ON_TEST,
+    held_out_tasks,
+    render_selection,
+    selection_table,
+    subset_pass_at,
+    task_scores,
+)
 from arcpipe.report.tables import load_evaluations
 
 # (puzzle, test_index) -> (pass@1, pass@2) per epoch; task a has two test inputs, b, c and d one each
@@ -92,3 +99,18 @@ def test_subset_scores_over_every_task_are_the_top_level_pass_at_k():
     overall = subset_pass_at(task_scores(per_puzzle), test.task_names)
     assert overall.to_dict() == pytest.approx({f"pass@{k}": v for k, v in scores.pass_at.items()})
     assert scores.pass_at[2] == pytest.approx((2 / 3 + 0 + 1) / 3)  # not the 3 of 5 inputs a mean over inputs gives
+
+
+def test_the_report_files_name_the_held_out_tasks_and_the_test_set_choice(tmp_path):
+    paths = _write_run(tmp_path / "eval", "r", CHECKPOINTS)
+    written = render_selection(tmp_path / "report", paths, 1, {"r": SEED})
+    assert [p.name for p in written] == ["selection.csv", "selection.md", "selection_tasks.json"]
+    assert json.loads((tmp_path / "report" / "selection_tasks.json").read_text()) == {
+        "selection_tasks": 1,
+        "runs": {"r": {"seed": SEED, "held_out": ["b"], "num_other_tasks": 3}},
+    }
+    md = (tmp_path / "report" / "selection.md").read_text()
+    assert "| r | selected on the test set | 4 |" in md and "Held out for r: b." in md
+    assert pd.read_csv(tmp_path / "report" / "selection.csv")["epoch"].tolist() == [2, 6, 4]
+    render_selection(tmp_path / "none", paths, 0, {})
+    assert "selection_tasks is 0" in (tmp_path / "none" / "selection.md").read_text()
