@@ -120,7 +120,13 @@ def eval_config(wildcards):
     """The evaluation settings of one run's checkpoints: the shared section with the run's batch size."""
     run = CFG.runs[wildcards.run]
     # ensemble_last makes jobs of its own (average_checkpoints, pool_last_votes): not a setting of this evaluation
-    evaluation = CFG.evaluation.model_dump(mode="json", exclude={"ensemble_last"})
+    # selection_tasks is the report's (held-out tasks); without controls the file, and so every evaluation, is as
+    # before controls existed
+    evaluation = CFG.evaluation.model_dump(
+        mode="json", exclude={"ensemble_last", "selection_tasks"}
+    )
+    if not evaluation["controls"]:
+        del evaluation["controls"]
     if run.eval_batch_size is not None:
         evaluation["batch_size"] = run.eval_batch_size
     return {"evaluation": evaluation}

@@ -47,6 +47,13 @@ rule render_report:
             caption="../workflow/report/passk_vs_depth.rst",
             category="curves",
         ),
+        report(
+            "results/report/selection.md",
+            caption="../workflow/report/selection.rst",
+            category="pass@K",
+        ),
+        "results/report/selection.csv",
+        "results/report/selection_tasks.json",
     log:
         "logs/render_report/report.log",
     conda:
@@ -147,6 +154,13 @@ use rule render_report as render_full_report with:
             caption="../workflow/report/passk_vs_depth.rst",
             category="full runs",
         ),
+        report(
+            "results/report/full/selection.md",
+            caption="../workflow/report/selection.rst",
+            category="full runs",
+        ),
+        "results/report/full/selection.csv",
+        "results/report/full/selection_tasks.json",
     log:
         "logs/render_report/full.log",
 

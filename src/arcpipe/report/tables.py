@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SELECTED_ON_TEST = "selected on the test set"
+CONTROL_LABELS = {"blank_puzzle_id": "blank id"}  # metrics.json "controls" -> the label in column names
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,7 @@ def load_evaluations(metrics_paths: Sequence[str | Path]) -> pd.DataFrame:
                 "epoch": epoch,
                 "step": metrics.get("step"),
                 **{k: v for k, v in metrics.items() if isinstance(v, int | float) and k not in ("epoch", "step")},
+                **_control_columns(metrics),
                 "path": str(path),
             }
         )
@@ -127,6 +129,9 @@ def passk_table(
     )
     for k in pass_ks(evals):
         table[f"pass@{k}"] = 100 * evals[f"pass@{k}"]
+        for label in CONTROL_LABELS.values():  # a control pass's pass@K beside the normal one
+            if f"pass@{k} ({label})" in evals:
+                table[f"pass@{k} ({label})"] = 100 * evals[f"pass@{k} ({label})"]
     return table
 
 
@@ -346,11 +351,15 @@ def render_workflow_report(
     verify_paths: Sequence[str | Path],
     ensemble_paths: Sequence[str | Path] = (),
 ) -> list[Path]:
-    """`render_report` for the workflow: runs and main_k from the config, datasets from their verify.json paths."""
+    """`render_report` for the workflow: runs and main_k from the config, datasets from their verify.json paths;
+    and the checkpoint selection on evaluation.selection_tasks held-out tasks (report/selection.py)."""
     from arcpipe.config import WorkflowConfig
+    from arcpipe.report.selection import render_selection
 
     cfg = WorkflowConfig.model_validate(dict(config))
     datasets = {Path(p).parent.name: Path(p).parent for p in verify_paths}  # results/data/<dataset>/verify.json
+    seeds = {name: cfg.datasets[run.dataset].seed for name, run in cfg.runs.items()}  # of the held-out draw
+    render_selection(out_dir, metrics_paths, cfg.evaluation.selection_tasks, seeds, cfg.report.main_k)
     return render_report(
         out_dir, metrics_paths, train_metrics_paths, datasets, runs_from_config(cfg), cfg.report.main_k, ensemble_paths
     )
@@ -384,6 +393,14 @@ def _benchmark(cfg: WorkflowConfig, dataset_name: str) -> str | None:
     if name and dataset.max_puzzles:
         return f"{name} (subset)"
     return name
+
+
+def _control_columns(metrics: Mapping[str, Any]) -> dict[str, float]:
+    # {"controls": {"blank_puzzle_id": {"pass@2": x}}} -> {"pass@2 (blank id)": x}
+    controls = metrics.get("controls") or {}
+    return {
+        f"{key} ({CONTROL_LABELS.get(name, name)})": v for name, by_k in controls.items() for key, v in by_k.items()
+    }
 
 
 def _progress(epoch: Any, info: RunInfo | None) -> float:

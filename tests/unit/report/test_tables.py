@@ -13,10 +13,13 @@ from arcpipe.config import ArcpipeError
 from arcpipe.eval.passk import load_tasks_from_json
 from arcpipe.eval.results import evaluate_predictions, write_results
 from arcpipe.eval.synthetic import synthetic_predictions
+from arcpipe.report.selection import selection_table, subset_pass_at, task_scores
 from arcpipe.report.tables import (
     SELECTED_ON_TEST,
     RunInfo,
+    comparison_table,
     load_evaluations,
+    passk_table,
     pooled_table,
     render_pooled,
     render_report,
@@ -108,3 +111,29 @@ def test_unreadable_metrics_are_named(tmp_path):
 def test_markdown_table_formats_numbers_and_blanks():
     text = to_markdown(pd.DataFrame({"run": ["a"], "pass@1": [12.3456], "published": [float("nan")]}), "T")
     assert "| a | 12.35 |  |" in text and text.startswith("# T")
+
+
+def test_a_control_pass_at_k_is_a_column_beside_the_normal_one(results, tmp_path):
+    source = results / "eval" / "trm-a" / "epoch_10" / "metrics.json"
+    metrics = json.loads(source.read_text())
+    metrics["controls"] = {"blank_puzzle_id": {f"pass@{k}": 0.0 for k in (1, 2, 5, 10, 100, 1000)}}
+    (tmp_path / "trm-a" / "epoch_10").mkdir(parents=True)
+    (tmp_path / "trm-a" / "epoch_10" / "metrics.json").write_text(json.dumps(metrics))
+    table = passk_table(load_evaluations([tmp_path / "trm-a" / "epoch_10" / "metrics.json"]))
+    columns = list(table.columns)
+    assert columns[columns.index("pass@2") + 1] == "pass@2 (blank id)" and table["pass@2 (blank id)"].tolist() == [0]
+    assert "pass@2 (blank id)" not in passk_table(load_evaluations([source]))  # no control: no column
+
+
+def test_subset_scores_of_real_evaluations_and_the_test_set_choice_agree_with_the_other_tables(results, tmp_path):
+    metrics = sorted(results.glob("eval/*/epoch_*/metrics.json"))
+    evals = load_evaluations(metrics)
+    ks = [c for c in evals.columns if c.startswith("pass@")]
+    for _, row in evals.iterrows():  # fractional credit: 12 tasks, some with several test inputs
+        by_task = task_scores(pd.read_csv(Path(row["path"]).with_name("per_puzzle.csv"), dtype={"puzzle": str}))
+        assert subset_pass_at(by_task, by_task.index).to_dict() == pytest.approx(row[ks].to_dict())
+    table, chosen = selection_table(evals, 3, {"trm-a": 5, "urm-b": 5}, main_k=2)
+    assert chosen["trm-a"]["held_out"] == chosen["urm-b"]["held_out"]  # same tasks and seed: the same draw
+    best = comparison_table(evals, RUNS, 2).set_index("run")["best_epoch"]
+    on_test = table[table["checkpoint"] == SELECTED_ON_TEST].set_index("run")["epoch"]
+    assert on_test.to_dict() == best.to_dict()
