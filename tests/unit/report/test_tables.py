@@ -137,3 +137,23 @@ def test_subset_scores_of_real_evaluations_and_the_test_set_choice_agree_with_th
     best = comparison_table(evals, RUNS, 2).set_index("run")["best_epoch"]
     on_test = table[table["checkpoint"] == SELECTED_ON_TEST].set_index("run")["epoch"]
     assert on_test.to_dict() == best.to_dict()
+
+
+def test_the_workflow_report_holds_out_tasks_drawn_from_the_runs_dataset_seed(results, tmp_path, write_config):
+    import yaml
+
+    from arcpipe.report.selection import held_out_tasks
+    from arcpipe.report.tables import render_workflow_report
+
+    config = yaml.safe_load(write_config(tmp_path / "config.yaml", {"trm-a": {}, "urm-b": {}}).read_text())
+    config["datasets"]["tiny"] |= {"seed": 7, "max_puzzles": None}  # a max_puzzles of 3 would refuse 4 in the config
+    config["evaluation"] = {"selection_tasks": 4}
+    metrics = sorted(results.glob("eval/*/epoch_*/metrics.json"))
+    render_workflow_report(tmp_path / "report", config, metrics, [], [])
+    chosen = json.loads((tmp_path / "report" / "selection_tasks.json").read_text())["runs"]
+    tasks = pd.read_csv(metrics[0].with_name("per_puzzle.csv"), dtype={"puzzle": str})["puzzle"].unique().tolist()
+    assert chosen["trm-a"]["held_out"] == chosen["urm-b"]["held_out"] == held_out_tasks(tasks, 4, 7)
+    assert chosen["trm-a"]["seed"] == 7 and chosen["trm-a"]["num_other_tasks"] == len(tasks) - 4 == 8
+    config["evaluation"] = {"selection_tasks": 12}  # every one of the 12 tasks: known only here, not in the config
+    with pytest.raises(ArcpipeError, match=r"^evaluation.selection_tasks=12 leaves no task to report on: run trm-a"):
+        render_workflow_report(tmp_path / "report", config, metrics, [], [])
