@@ -183,7 +183,7 @@ def test_train_evaluate_train_in_one_process(tiny_dataset):
 @pytest.mark.slow
 def test_two_gloo_processes_give_the_same_results_as_one(checkpoint, tiny_dataset, tmp_path):
     config = tmp_path / "config.yaml"
-    config.write_text("evaluation:\n  batch_size: 4\n  pass_ks: [1, 2, 10]\n")
+    config.write_text("evaluation:\n  batch_size: 4\n  pass_ks: [1, 2, 10]\n  controls: [blank_puzzle_id]\n")
     args = ["-m", "arcpipe", "evaluate", str(checkpoint), str(tiny_dataset), "--config", str(config), "--device", "cpu"]
     torchrun = Path(sys.executable).with_name("torchrun")
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -196,6 +196,11 @@ def test_two_gloo_processes_give_the_same_results_as_one(checkpoint, tiny_datase
     assert two["info"]["processes"] == 2
     for key in ("pass@1", "pass@2", "pass@10", "num_predictions_used", "eval/accuracy", "eval/exact_accuracy", "depth"):
         assert one[key] == two[key], key
+    assert one["controls"] == two["controls"] and list(one["controls"]["blank_puzzle_id"]) == [
+        "pass@1",
+        "pass@2",
+        "pass@10",
+    ]
     assert one["eval/lm_loss"] == pytest.approx(two["eval/lm_loss"], rel=1e-6)
     for name in ("submission.json", "per_puzzle.csv"):
         assert (tmp_path / "one" / name).read_text() == (tmp_path / "two" / name).read_text(), name
