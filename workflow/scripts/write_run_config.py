@@ -14,5 +14,7 @@ with logged(snakemake):
     if "runs" in resolved:
         checked = validate_config(resolved, source=source).model_dump(mode="json")
     else:
-        checked = {"evaluation": evaluation_config_from(resolved, source).model_dump(mode="json")}
+        # ensemble_last is not a setting of one evaluation (rules/common.smk eval_config leaves it out too)
+        evaluation = evaluation_config_from(resolved, source).model_dump(mode="json", exclude={"ensemble_last"})
+        checked = {"evaluation": evaluation}
     write_yaml_atomic(Path(snakemake.output[0]), checked)
