@@ -14,7 +14,7 @@ with logged(snakemake):
     if "runs" in resolved:
         checked = validate_config(resolved, source=source).model_dump(mode="json")
     else:
-        # ensemble_last is not a setting of one evaluation (rules/common.smk eval_config leaves it out too)
-        evaluation = evaluation_config_from(resolved, source).model_dump(mode="json", exclude={"ensemble_last"})
+        # only the keys eval_config (rules/common.smk) gives: not ensemble_last or selection_tasks, no empty controls
+        evaluation = evaluation_config_from(resolved, source).model_dump(mode="json", exclude_unset=True)
         checked = {"evaluation": evaluation}
     write_yaml_atomic(Path(snakemake.output[0]), checked)
