@@ -91,12 +91,16 @@ def kill_driver_while_training(work: Path, args: list[str], env: dict, training:
         )  # fmt: skip
         try:
             deadline = time.monotonic() + timeout_s
-            running = None
-            while running is None and time.monotonic() < deadline and proc.poll() is None:
+            wait = random.uniform(0, 3)  # a random moment inside a segment
+            first = running = None
+            while time.monotonic() < deadline and proc.poll() is None:
                 time.sleep(0.5)
                 running = training()
-            assert running, "no training job ever ran: " + (work / "killed-driver.log").read_text()[-3000:]
-            time.sleep(random.uniform(0, 3))  # a random moment inside the segment
+                if running is not None and first is None:
+                    first = time.monotonic()
+                if running is not None and time.monotonic() - first >= wait:
+                    break  # still training at the moment of the kill
+            assert running, "no training job ran: " + (work / "killed-driver.log").read_text()[-3000:]
         finally:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
@@ -131,14 +135,15 @@ def test_full_rehearsal_through_the_slurm_profile(tmp_path: Path, slurm_lab: Non
     work = workdir(tmp_path)
     args = ["--profile", str(ROOT / "profiles/slurm"), "full", *REHEARSAL]
 
-    def training() -> str | None:
+    def running() -> list[str]:
+        """This workflow's training jobs SLURM runs now (several runs train at once)."""
         out = subprocess.run(["squeue", "-h", "-t", "R", "-o", "%i|%k|%Z"], capture_output=True, text=True).stdout
         jobs = [line.split("|") for line in out.splitlines()]
-        return next((c for _, c, d in jobs if Path(d) == work and "train_segment" in c), None)
+        return [c for _, c, d in jobs if Path(d) == work and "train_segment" in c]
 
     env = base_env(WANDB_API_KEY=SENTINEL)  # must reach the jobs as an environment variable only
-    killed = kill_driver_while_training(work, args, env, training)
-    assert training() == killed, "the dead driver's training job should still run on SLURM"
+    killed = kill_driver_while_training(work, args, env, lambda: next(iter(running()), None))
+    assert killed in running(), "the dead driver's training job should still run on SLURM"
     done = snakemake(args, work, env, 1400)
     assert done.returncode == 0, done.stdout[-5000:]
     assert "took over from a dead driver" in done.stdout and "cancelled its" in done.stdout, done.stdout[:3000]
@@ -200,14 +205,17 @@ def test_full_rehearsal_through_the_ice_profile(tmp_path: Path, fake_ice: dict) 
     env = {**fake_ice, "ARCPIPE_DRIVER_HEARTBEAT_S": "2"}
     state = Path(fake_ice["FAKE_KUBECTL_STATE"])
 
-    def training() -> str | None:
-        for path in state.glob("*/job/smk-train-*.json"):
-            if list((state / path.parent.parent.name / "pods" / path.stem).glob("*.log")):
-                return path.stem  # a training Job whose pod started
-        return None
+    def running() -> list[str]:
+        """Training Jobs whose pods started and have not all ended (several runs train at once)."""
+        jobs = []
+        for path in sorted(state.glob("*/job/smk-train-*.json")):
+            pods = state / path.parent.parent.name / "pods" / path.stem
+            if list(pods.glob("*.log")) and not list(pods.glob("*.exit")):
+                jobs.append(path.stem)
+        return jobs
 
-    killed = kill_driver_while_training(work, args, env, training)
-    assert training() == killed, "the dead driver's training Job should still run"
+    killed = kill_driver_while_training(work, args, env, lambda: next(iter(running()), None))
+    assert killed in running(), "the dead driver's training Job should still run"
     # Kubernetes re-creates the driver pod (cluster/ice/driver.yaml): another host, so the old driver's heartbeat
     # is what says it is gone; `unshare --uts` gives the new driver a hostname of its own (`localhost`: the
     # stand-in's pods inherit it, and torchrun's store must resolve it)
