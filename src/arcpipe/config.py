@@ -155,7 +155,8 @@ class RunConfig(Strict):
     compile: bool | None = None  # None: on for CUDA only
     max_hours: float | None = Field(default=None, gt=0)  # cap on cumulative training time
     side_checkpoint_minutes: float = Field(default=10.0, gt=0)  # resume point inside a segment
-    wandb: Literal["online", "offline", "disabled"] = "disabled"  # WANDB_MODE in the environment wins
+    # auto: online when the job has WANDB_API_KEY, else offline (train/tracking.py); WANDB_MODE in the environment wins
+    wandb: Literal["auto", "online", "offline", "disabled"] = "disabled"
     wandb_project: str = "arcpipe"
     # rehearsal only (config/rehearsal.yaml): jobs are shaped and scheduled as GPU jobs (nodes x gpus_per_node),
     # but every "GPU" is a CPU process (gloo); the logs say so. Never set it for a real run.

@@ -158,6 +158,8 @@ def evaluate_checkpoint(
             controls=controls,
         )
         log.info("%s", ", ".join(f"pass@{k} {100 * result.scores.pass_at[k]:.2f}%" for k in result.scores.ks))
+        if info["run"] is not None:
+            _mirror_to_wandb(meta.get("run_config") or {}, info["run"], metrics, Path(out_dir))
         return metrics
     finally:
         distributed.barrier(env)
@@ -530,6 +532,15 @@ def _gather_to_all(*per_row: torch.Tensor, world_size: int) -> tuple[torch.Tenso
         gathered.append(torch.cat(parts))
     dist.all_reduce(sums)
     return (*gathered, sums)
+
+
+def _mirror_to_wandb(run_config: Mapping[str, Any], run_name: str, metrics: Mapping[str, Any], out_dir: Path) -> None:
+    from arcpipe.train.tracking import log_evaluation
+
+    try:
+        log_evaluation(run_config, run_name, metrics, out_dir)
+    except Exception as err:  # noqa: BLE001  (W&B is a mirror: metrics.json, written above, is the record)
+        log.warning("W&B: could not mirror the evaluation of %s (%s); metrics.json has it", run_name, err)
 
 
 def _run_name(checkpoint: Path) -> str | None:

@@ -1,7 +1,20 @@
 """Where training reports: metrics JSON lines (the record), a rank-0 progress line, and an optional W&B mirror.
 
 The W&B API key is read by wandb itself from the environment (WANDB_API_KEY) or a cluster Secret; arcpipe never
-writes it anywhere. One W&B run per arcpipe run: its id is derived from the run name, resumed across segments.
+writes it anywhere (offline run files hold no environment: checked by the sentinel tests). One W&B run per arcpipe
+run (so per seed: `{run}-s{seed}`): its id is derived from the run name, resumed across segments, and grouped by the
+seed group, else the run name. `wandb: auto` is online when the job has WANDB_API_KEY, else offline (`wandb_mode`).
+
+Evaluation curves (`log_evaluation`, called by each evaluate_checkpoint job) go into the same W&B run, at the
+checkpoint's training step, only when it is online:
+* online: the evaluation attaches to the run in W&B's shared mode (several writers to one run; wandb >= 0.19) as a
+  secondary writer (`x_primary=False`, its own `x_label`, `x_update_finish_state=False`), so the training job of the
+  next segment, which may be writing at the same time, stays the run's primary writer and decides its final state.
+  Shared mode ignores `log(step=...)`, so the records carry their step as `eval/step`, the x-axis of every `eval/*`
+  chart (define_metric): no record depends on the order in which the writers reach the server.
+* offline: nothing. An offline writer is a directory of its own, and `wandb sync` of a second directory with the same
+  run id replaces the history synced before it (wandb issues 3841, 5865): an evaluation written there could erase
+  the training curves. The evaluation's metrics.json stays the record (results/eval/{run}/epoch_{epoch}/).
 """
 
 from __future__ import annotations
@@ -11,6 +24,7 @@ import json
 import logging
 import os
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -99,21 +113,20 @@ class Progress:
 
 
 class WandbMirror:
-    """Mirror metrics to Weights & Biases when the run's `wandb` (or WANDB_MODE) is online/offline."""
+    """Mirror metrics to Weights & Biases when the run's `wandb` (or WANDB_MODE) is auto/online/offline."""
 
     def __init__(self, run: RunConfig, run_name: str, out_dir: Path, enabled: bool) -> None:
-        mode = os.environ.get("WANDB_MODE", run.wandb)
+        mode = wandb_mode(run.wandb)
         self.run = None
         if not enabled or mode == "disabled":
             return
         import wandb
 
-        run_id = hashlib.sha256(f"arcpipe:{run_name}".encode()).hexdigest()[:16]
         self.run = wandb.init(
             project=run.wandb_project,
             name=run_name,
-            group=run.seed_group,  # the runs of one `seeds:` list side by side; None: no group
-            id=run_id,
+            group=run.seed_group or run_name,  # the runs of one `seeds:` list side by side
+            id=wandb_run_id(run_name),
             resume="allow",
             mode=mode,
             dir=str(out_dir),
@@ -130,6 +143,71 @@ class WandbMirror:
         if self.run is not None:
             self.run.finish()
             self.run = None
+
+
+def wandb_mode(setting: str, environ: Mapping[str, str] = os.environ) -> str:
+    """The W&B mode a job uses: WANDB_MODE if set, else the run's `wandb`, with `auto` resolved by WANDB_API_KEY."""
+    mode = environ.get("WANDB_MODE") or setting
+    if mode == "auto":
+        return "online" if environ.get("WANDB_API_KEY") else "offline"
+    return mode
+
+
+def wandb_run_id(run_name: str) -> str:
+    """The W&B run id of an arcpipe run: the same for every segment and evaluation job of the run."""
+    return hashlib.sha256(f"arcpipe:{run_name}".encode()).hexdigest()[:16]
+
+
+def evaluation_record(metrics: Mapping[str, Any]) -> dict[str, float]:
+    """The W&B record of one evaluation's metrics.json: pass@K, pass@K by ACT step, eval losses, and `eval/step`."""
+    record: dict[str, float] = {"eval/step": metrics["step"], "eval/epoch": metrics["epoch"]}
+    for key, value in metrics.items():
+        if key.startswith("pass@"):
+            record[f"eval/{key}"] = value
+        elif key.startswith("eval/"):
+            record[key] = value
+    for depth, by_k in (metrics.get("depth") or {}).items():
+        for key, value in by_k.items():
+            record[f"eval/depth/{depth}/{key}"] = value
+    return record
+
+
+def evaluation_settings(epoch: int) -> dict[str, Any]:
+    """wandb.Settings of an evaluation job's writer: secondary in shared mode (module docstring)."""
+    return {
+        "mode": "shared",
+        "x_primary": False,
+        "x_label": f"eval-epoch_{epoch}",
+        "x_update_finish_state": False,
+        "x_disable_stats": True,
+        "console": "off",
+    }
+
+
+def log_evaluation(run_config: Mapping[str, Any], run_name: str, metrics: Mapping[str, Any], out_dir: Path) -> bool:
+    """Log an evaluation into its run's W&B run when that is online (module docstring); True if it did.
+
+    run_config: the checkpoint's run config (model_dump), whose `wandb` and `wandb_project` say where.
+    """
+    mode = wandb_mode(run_config.get("wandb", "disabled"))
+    if mode != "online" or metrics.get("step") is None:
+        log.info("W&B: evaluation not mirrored (mode %s); metrics.json is the record", mode)
+        return False
+    import wandb
+
+    with wandb.init(
+        project=run_config.get("wandb_project", "arcpipe"),
+        name=run_name,
+        group=run_config.get("seed_group") or run_name,
+        id=wandb_run_id(run_name),
+        dir=str(out_dir),
+        settings=wandb.Settings(**evaluation_settings(metrics["epoch"])),
+    ) as run:
+        run.define_metric("eval/step")
+        run.define_metric("eval/*", step_metric="eval/step")
+        run.log(evaluation_record(metrics))
+    log.info("W&B run %s: evaluation at step %d mirrored", run_name, metrics["step"])
+    return True
 
 
 def _hms(seconds: float) -> str:
