@@ -43,6 +43,17 @@ rule render_report:
             category="curves",
         ),
         report(
+            "results/report/accuracy_vs_step.png",
+            caption="../workflow/report/accuracy_vs_step.rst",
+            category="curves",
+        ),
+        report(
+            "results/report/learning.md",
+            caption="../workflow/report/learning.rst",
+            category="curves",
+        ),
+        "results/report/learning.csv",
+        report(
             "results/report/passk_vs_depth.png",
             caption="../workflow/report/passk_vs_depth.rst",
             category="curves",
@@ -149,6 +160,17 @@ use rule render_report as render_full_report with:
             caption="../workflow/report/loss_vs_step.rst",
             category="full runs",
         ),
+        report(
+            "results/report/full/accuracy_vs_step.png",
+            caption="../workflow/report/accuracy_vs_step.rst",
+            category="full runs",
+        ),
+        report(
+            "results/report/full/learning.md",
+            caption="../workflow/report/learning.rst",
+            category="full runs",
+        ),
+        "results/report/full/learning.csv",
         report(
             "results/report/full/passk_vs_depth.png",
             caption="../workflow/report/passk_vs_depth.rst",

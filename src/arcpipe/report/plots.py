@@ -1,5 +1,5 @@
-"""Learning-curve PNGs: pass@K against training step, and training loss against step, one line per run; pass@K
-against ACT step, one line per run's last checkpoint."""
+"""Learning-curve PNGs: pass@K against training step, and training loss and token accuracy against step, one line
+per run; pass@K against ACT step, one line per run's last checkpoint."""
 
 from __future__ import annotations
 
@@ -65,6 +65,25 @@ def plot_loss(curves: pd.DataFrame, out_png: str | Path, key: str = "train/lm_lo
     ax.set(xlabel="step", ylabel=key, title="training loss")
     if len(curves) and (curves[key] > 0).all():
         ax.set_yscale("log")
+    ax.grid(alpha=0.3)
+    if len(curves):
+        ax.legend(fontsize="small")
+    else:
+        ax.text(0.5, 0.5, "no training metrics yet", ha="center", va="center", transform=ax.transAxes)
+    _save(fig, out_png)
+
+
+def plot_accuracy(curves: pd.DataFrame, out_png: str | Path, key: str = "train/accuracy") -> None:
+    """Training token accuracy (%) against step, one line per run, over the steps where a row halted.
+
+    curves: as `tables.accuracy_curves` gives (steps where no row halted, which measured nothing, left out).
+    """
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for run, group in curves.groupby("run", sort=True):
+        steps, values = _binned(group["step"].to_numpy(float), group[key].to_numpy(float))
+        ax.plot(steps, 100 * values, marker=".", label=str(run))
+    ax.set(xlabel="step", ylabel="token accuracy (%)", title="training token accuracy (rows that halted)")
+    ax.set_ylim(0, 100)
     ax.grid(alpha=0.3)
     if len(curves):
         ax.legend(fontsize="small")

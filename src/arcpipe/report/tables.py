@@ -230,6 +230,44 @@ def train_curves(train_metrics_paths: Sequence[str | Path], key: str = "train/lm
     return frame.sort_values(["run", "step"], kind="stable").drop_duplicates(["run", "step"], keep="last")
 
 
+ACCURACY = "train/accuracy"
+N_STEPS = 4  # counted steps averaged at each end of a run in learning.md (benchmarks/learning_smoke.py)
+
+
+def accuracy_curves(train_metrics_paths: Sequence[str | Path]) -> pd.DataFrame:
+    """(run, step, epoch, train/accuracy) of the steps where at least one row halted, sorted by run and step.
+
+    train/accuracy is the token accuracy of the rows that halted at that step (models/losses.py); on a step where
+    none halted, nothing was measured and the trainer writes train/count 0 and train/accuracy 0.0: those steps are
+    left out here rather than read as 0% accuracy.
+    """
+    accuracy = train_curves(train_metrics_paths, ACCURACY)
+    count = train_curves(train_metrics_paths, "train/count")[["run", "step", "train/count"]]
+    merged = accuracy.merge(count, on=["run", "step"], how="inner")
+    return merged[merged["train/count"] > 0].drop(columns="train/count").reset_index(drop=True)
+
+
+def learning_table(curves: pd.DataFrame, n_steps: int = N_STEPS) -> pd.DataFrame:
+    """Per run: training token accuracy (%) averaged over its first and its last `n_steps` counted steps, and the
+    rise between them. curves: as `accuracy_curves` gives."""
+    rows = []
+    for run, group in curves.groupby("run", sort=True):
+        values = 100 * group[ACCURACY].to_numpy(float)
+        first, last = values[:n_steps].mean(), values[-n_steps:].mean()
+        rows.append(
+            {
+                "run": run,
+                "counted_steps": len(values),
+                "last_step": int(group["step"].iloc[-1]),
+                f"first_{n_steps}_accuracy": first,
+                f"last_{n_steps}_accuracy": last,
+                "rise": last - first,
+            }
+        )
+    columns = ["run", "counted_steps", "last_step", f"first_{n_steps}_accuracy", f"last_{n_steps}_accuracy", "rise"]
+    return pd.DataFrame(rows, columns=columns)
+
+
 def depth_curves(evals: pd.DataFrame) -> pd.DataFrame:
     """(run, epoch, depth, pass@K...) for every ACT step of each run's last checkpoint that has pass@K per step.
 
@@ -278,9 +316,10 @@ def render_report(
     main_k: int = 2,
     ensemble_paths: Sequence[str | Path] = (),
 ) -> list[Path]:
-    """Write passk.{csv,md}, comparison.{csv,md}, seeds.{csv,md}, datasets.{csv,md}, passk_vs_step.png and
-    loss_vs_step.png. `ensemble_paths`: metrics of checkpoint ensembles, rows of passk only (`passk_table`)."""
-    from arcpipe.report.plots import plot_depth, plot_loss, plot_passk
+    """Write passk.{csv,md}, comparison.{csv,md}, seeds.{csv,md}, datasets.{csv,md}, passk_vs_step.png,
+    loss_vs_step.png, accuracy_vs_step.png and learning.{csv,md}. `ensemble_paths`: metrics of checkpoint
+    ensembles, rows of passk only (`passk_table`)."""
+    from arcpipe.report.plots import plot_accuracy, plot_depth, plot_loss, plot_passk
     from arcpipe.report.seeds import seed_groups, seed_table
 
     out_dir = Path(out_dir)
@@ -337,6 +376,20 @@ def render_report(
     )
     plot_loss(train_curves(train_metrics_paths), out_dir / "loss_vs_step.png")
     written += [out_dir / "passk_vs_step.png", out_dir / "loss_vs_step.png"]
+    accuracy = accuracy_curves(train_metrics_paths)
+    plot_accuracy(accuracy, out_dir / "accuracy_vs_step.png")
+    write_table(
+        learning_table(accuracy),
+        out_dir / "learning.csv",
+        out_dir / "learning.md",
+        "Training token accuracy, first vs last steps",
+        [
+            f"train/accuracy in %: token accuracy of the rows that halted at a step, averaged over a run's first and "
+            f"its last {N_STEPS} counted steps (steps where at least one row halted; the others measured nothing).",
+            "rise: last minus first, in points.",
+        ],
+    )
+    written += [out_dir / "accuracy_vs_step.png", out_dir / "learning.csv", out_dir / "learning.md"]
     depth_ks = sorted({1, main_k} & set(pass_ks(evals))) or pass_ks(evals)[:2]
     plot_depth(depth_curves(evals), out_dir / "passk_vs_depth.png", ks=depth_ks)
     written.append(out_dir / "passk_vs_depth.png")

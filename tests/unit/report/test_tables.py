@@ -17,7 +17,9 @@ from arcpipe.report.selection import selection_table, subset_pass_at, task_score
 from arcpipe.report.tables import (
     SELECTED_ON_TEST,
     RunInfo,
+    accuracy_curves,
     comparison_table,
+    learning_table,
     load_evaluations,
     passk_table,
     pooled_table,
@@ -64,7 +66,7 @@ def test_report_writes_passk_comparison_dataset_tables_and_plots(results, tmp_pa
     written = render_report(tmp_path, metrics, train, {"tiny": results / "data" / "tiny"}, RUNS, main_k=2)
     for path in written:
         assert path.stat().st_size > 0, path
-    for png in ("passk_vs_step.png", "loss_vs_step.png"):
+    for png in ("passk_vs_step.png", "loss_vs_step.png", "accuracy_vs_step.png"):
         assert (tmp_path / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
     passk = pd.read_csv(tmp_path / "passk.csv")
@@ -83,6 +85,27 @@ def test_report_writes_passk_comparison_dataset_tables_and_plots(results, tmp_pa
 
     datasets = pd.read_csv(tmp_path / "datasets.csv")
     assert datasets.loc[0, "identifiers"] == 2881 and datasets.loc[0, "test_tasks"] == 12
+
+
+def test_accuracy_leaves_out_steps_where_no_row_halted_and_compares_first_with_last_steps(tmp_path):
+    # as the smoke run writes them: on alternate steps no row halted, train/count is 0 and train/accuracy 0.0
+    records = [
+        {"step": step, "train/count": float(step % 2), "train/accuracy": 0.1 * step * (step % 2), "train/lm_loss": 1.0}
+        for step in range(1, 21)
+    ]
+    path = tmp_path / "runs" / "r" / "metrics" / "epoch_2.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    curves = accuracy_curves([path])
+    assert list(curves["step"]) == list(range(1, 21, 2))
+    row = learning_table(curves, n_steps=4).iloc[0]
+    assert row["counted_steps"] == 10 and row["last_step"] == 19
+    assert row["first_4_accuracy"] == pytest.approx(100 * 0.1 * (1 + 3 + 5 + 7) / 4)
+    assert row["last_4_accuracy"] == pytest.approx(100 * 0.1 * (13 + 15 + 17 + 19) / 4)
+    assert row["rise"] == pytest.approx(row["last_4_accuracy"] - row["first_4_accuracy"])
+    written = render_report(tmp_path / "report", [], [path])
+    assert tmp_path / "report" / "accuracy_vs_step.png" in written
+    assert "| r | 10 | 19 |" in (tmp_path / "report" / "learning.md").read_text()
 
 
 def test_pooled_table_pools_each_checkpoint_with_the_earlier_ones(results, tmp_path):
