@@ -249,6 +249,9 @@ class Trainer:
         if self.env.is_distributed:
             dist.all_reduce(stacked)
         values = dict(zip(keys, stacked.tolist(), strict=True))
+        # as upstream: metrics other than losses are means over the rows that halted this step, count included
+        # (train/count is 1.0, or 0.0 when no row halted). On a step where none halted nothing was measured and
+        # train/accuracy etc. read 0.0: readers keep only steps with train/count > 0 (report.tables.accuracy_curves)
         count = max(values.get("count", 0.0), 1.0)
         return {
             f"train/{k}": (v / self.run.global_batch_size if k.endswith("loss") else v / count)
