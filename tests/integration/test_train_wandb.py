@@ -1,0 +1,75 @@
+"""A tiny real training and evaluation with W&B offline and a sentinel WANDB_API_KEY: the offline run files hold the
+training curve under the run's id and group, the key lands in no file, and the evaluation (offline) writes no W&B run
+of its own (train/tracking.py: an offline fragment with the training run's id could replace its history on sync)."""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from wandb.proto import wandb_internal_pb2 as pb
+
+from arcpipe.train.tracking import wandb_run_id
+
+SENTINEL = "arcpipe-wandb-sentinel-" + "fedcba9876543210" * 2
+
+
+def test_offline_training_and_evaluation_keep_the_key_out_of_every_file(
+    tmp_path: Path, tiny_dataset: Path, write_config
+) -> None:
+    config = write_config(tmp_path / "config.yaml", {"r": {"wandb": "offline", "epochs": 2, "eval_interval": 1}})
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
+    env |= {"WANDB_API_KEY": SENTINEL, "HOME": str(home), "OMP_NUM_THREADS": "1"}
+    out, evals = tmp_path / "runs/r", tmp_path / "eval/r/epoch_1"
+    arcpipe = [sys.executable, "-m", "arcpipe"]
+    train = [*arcpipe, "train", "--config", str(config), "--run", "r", "--data", str(tiny_dataset), "--out", str(out)]
+    for epoch in (1, 2):  # two segments: two offline fragments of one W&B run
+        done = subprocess.run([*train, "--until-epoch", str(epoch)], env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    evaluate = [*arcpipe, "evaluate", str(out / "ckpt/epoch_1.pt"), str(tiny_dataset), "--out", str(evals)]
+    done = subprocess.run(
+        [*evaluate, "--config", str(config), "--device", "cpu"], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "evaluation not mirrored (mode offline)" in done.stdout + done.stderr
+
+    fragments = sorted(out.glob(f"wandb/offline-run-*-{wandb_run_id('r')}/run-*.wandb"))
+    assert len(fragments) == 2, list(out.rglob("*.wandb"))
+    logged = [json.loads(line)["step"] for m in sorted(out.glob("metrics/epoch_*.jsonl")) for line in m.open()]
+    steps = []
+    for fragment in fragments:
+        records = list(_records(fragment.read_bytes()))
+        run = next(r.run for r in records if r.WhichOneof("record_type") == "run")
+        assert run.run_id == wandb_run_id("r") and run.run_group == "r" and run.display_name == "r"
+        steps += [r.history.step.num for r in records if r.WhichOneof("record_type") == "history"]
+    assert steps == logged and steps, (steps, logged)  # every training record, at its step, once
+    assert not (evals / "wandb").exists() and (evals / "metrics.json").exists()
+
+    hits = [p for p in tmp_path.rglob("*") if p.is_file() and SENTINEL.encode() in p.read_bytes()]
+    assert hits == []
+
+
+def _records(data: bytes) -> Iterator[pb.Record]:
+    """The records of a .wandb file: a 7-byte header, then LevelDB log blocks of 32 KiB holding Record protobufs."""
+    block, pos, chunk = 32768, 7, b""
+    while pos + 7 <= len(data):
+        if block - pos % block < 7:  # a block's tail too short for a chunk header is padding
+            pos += block - pos % block
+            continue
+        _crc, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
+        if length == 0 and kind == 0:
+            break
+        chunk += data[pos + 7 : pos + 7 + length]
+        pos += 7 + length
+        if kind in (1, 4):  # FULL or LAST: the record is whole
+            record = pb.Record()
+            record.ParseFromString(chunk)
+            yield record
+            chunk = b""
