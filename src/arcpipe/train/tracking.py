@@ -12,9 +12,11 @@ checkpoint's training step, only when it is online:
   next segment, which may be writing at the same time, stays the run's primary writer and decides its final state.
   Shared mode ignores `log(step=...)`, so the records carry their step as `eval/step`, the x-axis of every `eval/*`
   chart (define_metric): no record depends on the order in which the writers reach the server.
-* offline: nothing. An offline writer is a directory of its own, and `wandb sync` of a second directory with the same
-  run id replaces the history synced before it (wandb issues 3841, 5865): an evaluation written there could erase
-  the training curves. The evaluation's metrics.json stays the record (results/eval/{run}/epoch_{epoch}/).
+* offline: nothing. An offline writer is a directory (fragment) of its own, and `wandb sync` replays the fragments of
+  one run id as resumes in order of start time; an evaluation's fragment starts after the next segment's and holds
+  an earlier step, so its rows would land behind later training steps, and older wandb replaced the history synced
+  before (wandb issues 3841, 5865): it could disturb the training curve. The evaluation's metrics.json stays the
+  record (results/eval/{run}/epoch_{epoch}/).
 """
 
 from __future__ import annotations
