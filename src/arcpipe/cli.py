@@ -91,6 +91,15 @@ def _add_runs(stages: argparse._SubParsersAction) -> None:
     archive.add_argument("run")
     archive.add_argument("--config", type=Path, default=Path("config/config.yaml"))
     archive.set_defaults(handler=_runs_archive)
+    wandb_evals = verbs.add_parser(
+        "wandb-evals",
+        help="log a run's saved evaluations into its W&B run (online; for runs that trained offline, after wandb "
+        "sync; once)",
+    )
+    wandb_evals.add_argument("run")
+    wandb_evals.add_argument("--config", type=Path, default=Path("config/config.yaml"))
+    wandb_evals.add_argument("--results", type=Path, default=Path("results"), help="the workflow's results folder")
+    wandb_evals.set_defaults(handler=_runs_wandb_evals)
 
 
 def _runs_archive(args: argparse.Namespace) -> int:
@@ -99,6 +108,18 @@ def _runs_archive(args: argparse.Namespace) -> int:
 
     dest = archive_run(load_config(args.config).runs, args.run)
     print(f"{args.run}: moved to {dest}; the next snakemake run trains it anew")
+    return 0
+
+
+def _runs_wandb_evals(args: argparse.Namespace) -> int:
+    from arcpipe.config import load_config
+    from arcpipe.train.tracking import mirror_evaluations
+
+    runs = load_config(args.config).runs
+    if args.run not in runs:
+        raise ArcpipeError(f"{args.run}: not a run of {args.config} (runs: {', '.join(sorted(runs))})")
+    count = mirror_evaluations(runs[args.run], args.run, args.results)
+    print(f"{args.run}: {count} evaluation(s) logged to W&B")
     return 0
 
 

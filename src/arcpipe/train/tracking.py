@@ -16,7 +16,8 @@ checkpoint's training step, only when it is online:
   one run id as resumes in order of start time; an evaluation's fragment starts after the next segment's and holds
   an earlier step, so its rows would land behind later training steps, and older wandb replaced the history synced
   before (wandb issues 3841, 5865): it could disturb the training curve. The evaluation's metrics.json stays the
-  record (results/eval/{run}/epoch_{epoch}/).
+  record (results/eval/{run}/epoch_{epoch}/); once online, `arcpipe runs wandb-evals RUN` (`mirror_evaluations`)
+  logs the saved ones through the same shared-mode writer as the online jobs.
 """
 
 from __future__ import annotations
@@ -210,6 +211,17 @@ def log_evaluation(run_config: Mapping[str, Any], run_name: str, metrics: Mappin
         run.log(evaluation_record(metrics))
     log.info("W&B run %s: evaluation at step %d mirrored", run_name, metrics["step"])
     return True
+
+
+def mirror_evaluations(run: RunConfig, run_name: str, results: Path) -> int:
+    """Log a run's saved evaluations (results/eval/RUN/epoch_*/metrics.json) into its W&B run, online; how many.
+
+    For runs that trained offline, after `wandb sync`: each goes through `log_evaluation`'s shared-mode writer. Run
+    it once per run: a second call logs the same points again.
+    """
+    paths = sorted((results / "eval" / run_name).glob("epoch_*/metrics.json"), key=lambda p: int(p.parent.name[6:]))
+    config = {**run.model_dump(mode="json"), "wandb": "online"}
+    return sum(log_evaluation(config, run_name, json.loads(p.read_text()), p.parent) for p in paths)
 
 
 def _hms(seconds: float) -> str:

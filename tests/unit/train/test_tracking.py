@@ -131,3 +131,21 @@ def test_training_groups_by_seed_group_else_run_name(fake_init: list, monkeypatc
         ("trm", wandb_run_id("trm"), "offline"),
         ("trm", wandb_run_id("trm-s1"), "offline"),
     ]
+
+
+def test_saved_evaluations_are_mirrored_in_epoch_order(
+    fake_init: list, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import json
+
+    from arcpipe.config import RunConfig
+
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)  # the config's `offline` and `auto` are overridden: online
+    for epoch in (10, 2):
+        (tmp_path / f"eval/trm/epoch_{epoch}").mkdir(parents=True)
+        (tmp_path / f"eval/trm/epoch_{epoch}/metrics.json").write_text(json.dumps({**METRICS, "epoch": epoch}))
+    run = RunConfig(dataset="d", arch="trm", preset="tiny", target="smoke", epochs=2, eval_interval=1, wandb="offline")
+    assert tracking.mirror_evaluations(run, "trm", tmp_path) == 2
+    inits = [kwargs for name, kwargs in fake_init if name == "init"]
+    assert [i["settings"].x_label for i in inits] == ["eval-epoch_2", "eval-epoch_10"]
+    assert all(i["id"] == wandb_run_id("trm") and i["settings"].mode == "shared" for i in inits)
