@@ -158,7 +158,7 @@ def evaluate_checkpoint(
             controls=controls,
         )
         log.info("%s", ", ".join(f"pass@{k} {100 * result.scores.pass_at[k]:.2f}%" for k in result.scores.ks))
-        if info["run"] is not None:
+        if info["run"] is not None and checkpoint.stem.startswith("epoch_"):  # avg_last{k} is no point of the curve
             _mirror_to_wandb(meta.get("run_config") or {}, info["run"], metrics, Path(out_dir))
         return metrics
     finally:
