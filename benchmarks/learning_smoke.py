@@ -3,10 +3,11 @@
     python benchmarks/learning_smoke.py [--seeds 0 1 2 3] [--cores 2] [--work DIR]
 
 Trains smoke-trm (config/config.yaml, unchanged but for `seeds:`) through Snakemake in a scratch working directory,
-only up to its last training segment (no evaluation, no report), and prints per seed the mean `train/accuracy` of
-the first and of the last `N_STEPS` counted steps (steps where at least one row halted), with
-`report.tables.learning_table`: the same numbers as the report's learning.md. The threshold of
-tests/workflow/test_smoke.py::test_smoke_training_accuracy_rises comes from these numbers (benchmarks/RESULTS.md).
+only up to its last training segment (no evaluation, no report), and prints per seed `train/accuracy` at every
+counted step (at least one row halted), at the first one and averaged over the last `N_STEPS`, with
+`report.tables.learning_table`: the same numbers as the report's learning.md. The thresholds of
+tests/workflow/test_smoke.py::test_smoke_training_accuracy_rises come from these numbers (benchmarks/RESULTS.md).
+With `--work` on a directory it already trained in, Snakemake has nothing to do and the numbers are read again.
 """
 
 from __future__ import annotations
@@ -57,8 +58,13 @@ def measure(work: Path, seeds: list[int], cores: int) -> None:
         sys.exit(proc.stderr[-4000:])
     print(f"{len(seeds)} seeds trained in {time.monotonic() - started:.0f} s (--cores {cores})")
     paths = sorted((work / "results/runs").glob("smoke-trm-s*/metrics/epoch_*.jsonl"))
-    table = learning_table(accuracy_curves(paths))
-    print(f"mean train/accuracy (%) over the first and the last {N_STEPS} counted steps:")
+    curves = accuracy_curves(paths)
+    print("train/accuracy (%) at the counted steps:")
+    for run, group in curves.groupby("run", sort=True):
+        steps = ", ".join(f"{s}: {100 * a:.1f}" for s, a in zip(group["step"], group["train/accuracy"], strict=True))
+        print(f"  {run}: {steps}")
+    table = learning_table(curves)
+    print(f"train/accuracy (%) at the first counted step and over the last {N_STEPS}:")
     print(table.to_string(index=False, float_format="%.1f"))
     print(f"lowest last: {table[f'last_{N_STEPS}_accuracy'].min():.1f}%, lowest rise: {table['rise'].min():.1f} pts")
 

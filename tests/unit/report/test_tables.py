@@ -99,13 +99,13 @@ def test_accuracy_leaves_out_steps_where_no_row_halted_and_compares_first_with_l
     curves = accuracy_curves([path])
     assert list(curves["step"]) == list(range(1, 21, 2))
     row = learning_table(curves, n_steps=4).iloc[0]
-    assert row["counted_steps"] == 10 and row["last_step"] == 19
-    assert row["first_4_accuracy"] == pytest.approx(100 * 0.1 * (1 + 3 + 5 + 7) / 4)
+    assert row["counted_steps"] == 10 and row["first_step"] == 1 and row["last_step"] == 19
+    assert row["first_accuracy"] == pytest.approx(100 * 0.1)
     assert row["last_4_accuracy"] == pytest.approx(100 * 0.1 * (13 + 15 + 17 + 19) / 4)
-    assert row["rise"] == pytest.approx(row["last_4_accuracy"] - row["first_4_accuracy"])
+    assert row["rise"] == pytest.approx(row["last_4_accuracy"] - row["first_accuracy"])
     written = render_report(tmp_path / "report", [], [path])
     assert tmp_path / "report" / "accuracy_vs_step.png" in written
-    assert "| r | 10 | 19 |" in (tmp_path / "report" / "learning.md").read_text()
+    assert "| r | 10 | 1 | 19 |" in (tmp_path / "report" / "learning.md").read_text()
 
 
 def test_pooled_table_pools_each_checkpoint_with_the_earlier_ones(results, tmp_path):
