@@ -14,8 +14,11 @@ import sys
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
+
+from arcpipe.report.tables import N_STEPS, accuracy_curves, learning_table
 
 ROOT = Path(__file__).resolve().parents[2]
 SENTINEL = "arcpipe-sentinel-" + "0123456789abcdef" * 2
@@ -72,6 +75,27 @@ def test_smoke_runs_end_to_end(smoke_run):
         lines = (work / f"results/runs/smoke-trm/metrics/epoch_{epoch}.jsonl").read_text().splitlines()
         assert lines and all("train/lm_loss" in json.loads(line) for line in lines)
     print(f"snakemake smoke took {elapsed:.0f} s")
+
+
+# smoke-trm's training token accuracy (%), its first counted step vs the mean of its last N_STEPS (learning.md).
+# benchmarks/learning_smoke.py, seeds 0-5 (benchmarks/RESULTS.md, "Smoke learning", 2026-11-23): first 2.1-16.8,
+# last 40.8-52.0, rise 32.2-48.7 points. Thresholds: the lowest measured minus 10 points (about the spread of the
+# last steps over seeds), for seeds, thread counts and CPUs not measured; an untrained model stays near the first.
+MIN_LAST_ACCURACY = 30.0
+MIN_RISE = 22.0
+
+
+def test_smoke_training_accuracy_rises(smoke_run):
+    work, proc, _, _ = smoke_run
+    assert proc.returncode == 0
+    curves = accuracy_curves(sorted((work / "results/runs/smoke-trm/metrics").glob("epoch_*.jsonl")))
+    row = learning_table(curves).set_index("run").loc["smoke-trm"]
+    first, last = row["first_accuracy"], row[f"last_{N_STEPS}_accuracy"]
+    print(f"smoke-trm train/accuracy: first counted step {first:.1f}%, last {N_STEPS} {last:.1f}%")
+    assert last >= MIN_LAST_ACCURACY and last - first >= MIN_RISE
+    report = pd.read_csv(work / "results/report/learning.csv").set_index("run")
+    assert report.loc["smoke-trm", "rise"] == pytest.approx(last - first)
+    assert (work / "results/report/accuracy_vs_step.png").stat().st_size > 0
 
 
 def test_smoke_rerun_has_nothing_to_do(smoke_run):
