@@ -420,14 +420,18 @@ class WorkflowConfig(Strict):
 
 def load_config(path: str | Path) -> WorkflowConfig:
     """Read and validate a config file; errors name the file and the field."""
+    return validate_config(read_config_yaml(path), source=str(path))
+
+
+def read_config_yaml(path: str | Path) -> Any:
+    """A config file's YAML, unvalidated; errors name the file."""
     path = Path(path)
     try:
-        raw = yaml.safe_load(path.read_text())
+        return yaml.safe_load(path.read_text())
     except OSError as err:
         raise ArcpipeError(f"{path}: cannot read config ({err.strerror})") from None
     except yaml.YAMLError as err:
         raise ArcpipeError(f"{path}: not valid YAML ({err})") from None
-    return validate_config(raw, source=str(path))
 
 
 def validate_config(raw: Any, source: str = "config") -> WorkflowConfig:

@@ -26,9 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from arcpipe.config import ArcpipeError, RunConfig, WorkflowConfig, validate_config
+from arcpipe.config import ArcpipeError, RunConfig, WorkflowConfig, read_config_yaml, validate_config
 
 SHM_MB_PER_GPU = 512  # NCCL's shared-memory transport and proxy buffers between local GPU processes
 FIT_HEADROOM = 0.9  # the largest micro-batch may use this share of the GPU's memory
@@ -52,6 +50,9 @@ def environment() -> dict[str, Any]:
     import torch
     import torch.distributed as dist
 
+    from arcpipe.models import layers
+    from arcpipe.optim import adam_atan2
+
     env: dict[str, Any] = {
         "host": socket.gethostname(),
         "python": platform.python_version(),
@@ -65,8 +66,8 @@ def environment() -> dict[str, Any]:
         "shm_mb": _shm_mb(),
         "wandb_mode": os.environ.get("WANDB_MODE"),
         "wandb_key": bool(os.environ.get("WANDB_API_KEY")),
-        "flash_attn": _version_of("flash_attn"),
-        "adam_atan2_ext": _version_of("adam_atan2_backend", "adam-atan2"),
+        "flash_attn": _version_of(layers._flash_attn_func is not None, "flash-attn"),
+        "adam_atan2_ext": _version_of(adam_atan2._cuda_ext is not None, "adam-atan2"),
     }
     if env["cuda"]:
         for i in range(torch.cuda.device_count()):
@@ -104,17 +105,14 @@ def _shm_mb() -> dict[str, float] | None:
     return {"total": st.f_blocks * st.f_frsize / 2**20, "free": st.f_bavail * st.f_frsize / 2**20}
 
 
-def _version_of(module: str, dist_name: str | None = None) -> str | None:
-    """The installed version of an optional package, None when it does not import."""
-    import importlib
+def _version_of(imported: bool, dist_name: str) -> str | None:
+    """The installed version of an optional kernel package that arcpipe imported, None when it did not import."""
     import importlib.metadata
 
-    try:
-        importlib.import_module(module)
-    except Exception:  # noqa: BLE001  (an extension built for another torch raises anything)
+    if not imported:
         return None
     try:
-        return importlib.metadata.version(dist_name or module.replace("_", "-"))
+        return importlib.metadata.version(dist_name)
     except importlib.metadata.PackageNotFoundError:
         return "installed"
 
@@ -312,7 +310,7 @@ def check_run(cfg: WorkflowConfig, name: str, env: dict[str, Any], results: Path
     if need:
         have = env["shm_mb"]["free"] if env["shm_mb"] else 0.0
         check.rows.append(("/dev/shm", f"{have:.0f} MB free, the run's {run.gpus_per_node} GPU processes need {need}"))
-        problem = shm_problem(run, name)
+        problem = shm_problem(run, name, env["shm_mb"])
         if problem:
             check.problems.append(problem)
     else:
@@ -374,9 +372,9 @@ def shm_need_mb(run: RunConfig) -> int:
     return SHM_MB_PER_GPU * run.gpus_per_node if run.cuda and run.gpus_per_node > 1 else 0
 
 
-def shm_problem(run: RunConfig, name: str) -> str | None:
+def shm_problem(run: RunConfig, name: str, shm: dict[str, float] | None = None) -> str | None:
     """One line when this node's /dev/shm is too small for the run (doctor, and every training job's launch)."""
-    need, shm = shm_need_mb(run), _shm_mb()
+    need, shm = shm_need_mb(run), shm if shm is not None else _shm_mb()
     have = shm["free"] if shm else 0.0
     if not need or have >= need:
         return None
@@ -536,13 +534,7 @@ def load_configs(paths: Iterable[Path]) -> WorkflowConfig:
     merged: dict[str, Any] = {}
     paths = list(paths)
     for path in paths:
-        try:
-            raw = yaml.safe_load(Path(path).read_text()) or {}
-        except OSError as err:
-            raise ArcpipeError(f"{path}: cannot read config ({err.strerror})") from None
-        except yaml.YAMLError as err:
-            raise ArcpipeError(f"{path}: not valid YAML ({err})") from None
-        update_config(merged, raw)
+        update_config(merged, read_config_yaml(path) or {})
     return validate_config(merged, " + ".join(map(str, paths)))
 
 
