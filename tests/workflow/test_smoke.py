@@ -41,15 +41,12 @@ def _workdir(tmp: Path, config: dict | None = None) -> Path:
 
 def test_dry_run_of_full_plans_every_segment_without_touching_data(tmp_path):
     work = _workdir(tmp_path)
-    started = time.monotonic()
-    proc = _snakemake(work, "-n", "full", "--quiet", "rules")
-    elapsed = time.monotonic() - started
+    proc = _snakemake(work, "-n", "full", "--quiet", "rules")  # how long it takes: benchmarks/plan.py
     assert proc.returncode == 0, proc.stderr
     cfg = yaml.safe_load((ROOT / "config/config.yaml").read_text())
     segments = sum(r["epochs"] // r["eval_interval"] for r in cfg["runs"].values() if r["target"] == "full")
     assert f"train_segment{' ' * 8}{segments}" in proc.stdout.replace("\t", " ") or str(segments) in proc.stdout
     assert not (work / "results").exists()
-    assert elapsed < 30
 
 
 @pytest.fixture(scope="module")
