@@ -79,7 +79,7 @@ def main() -> None:
         rows[label] = best
     plain = rows["plan, no profile"]
     heads = ("wall s", "CPU s", "RSS MB", "jobs", "jobs/CPU s", "wall x", "CPU x")
-    print(f"\n{'variant':<36} " + " ".join(f"{h:>{max(6, len(h))}}" for h in heads))
+    print(f"\n{'variant':<36} " + " ".join(f"{h:>{w}}" for h, w in zip(heads, (7, 7, 7, 6, 10, 7, 6), strict=True)))
     for label, (wall, cpu, rss, jobs) in rows.items():
         rate = f"{jobs / cpu:.0f}" if jobs else "-"
         print(
