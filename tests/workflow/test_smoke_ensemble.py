@@ -1,37 +1,20 @@
-"""`evaluation.ensemble_last: 2` on smoke, given as a --configfile overlay: Snakemake plans and runs the averaged
-checkpoint, its evaluation and the pooled last-2 votes, and passk.csv holds both rows.
+"""`evaluation.ensemble_last: 2` on smoke, given as a --configfile overlay: Snakemake plans the averaged checkpoint,
+its evaluation and the pooled last-2 votes, and a too large ensemble stops it before any job. The real run of smoke
+with ensemble_last (and every other research feature) is tests/workflow/test_smoke_research.py.
 
-Each test uses a scratch working directory with the repository's Snakefile and a copy of config/config.yaml, as
-tests/workflow/test_config_errors.py does.
+Each test uses a scratch working directory with the repository's Snakefile and a copy of config/config.yaml
+(scratch.py), as tests/workflow/test_config_errors.py does.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import shutil
-import subprocess
-import sys
-from pathlib import Path
+from functools import partial
 
-import pandas as pd
-import pytest
-import yaml
+from scratch import snakemake
 
-ROOT = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
 ENSEMBLE = {"evaluation": {"ensemble_last": 2}}
-
-
-def _snakemake(work: Path, overlay: dict, *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
-    (work / "config").mkdir(parents=True, exist_ok=True)
-    shutil.copy(ROOT / "config/config.yaml", work / "config/config.yaml")
-    (work / "ensemble.yaml").write_text(yaml.safe_dump(overlay))
-    cmd = [str(BIN / "snakemake"), "-s", str(ROOT / "Snakefile"), "--directory", str(work), *args]
-    cmd += ["--configfile", "ensemble.yaml"]  # last: --configfile takes every path after it
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "WANDB_MODE": "disabled"}
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=work)
+_snakemake = partial(snakemake, name="ensemble.yaml")
 
 
 def test_dry_run_of_smoke_plans_the_average_its_evaluation_and_the_pooled_votes(tmp_path):
@@ -65,26 +48,3 @@ def test_more_than_a_runs_checkpoints_stops_snakemake_in_one_line(tmp_path):
     )
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "results").exists()
-
-
-@pytest.mark.slow
-def test_smoke_with_ensemble_last_2_evaluates_the_average_and_reports_both_rows(tmp_path):
-    import torch
-
-    from arcpipe.eval.results import pool_votes
-    from arcpipe.models.io import read_weights
-
-    proc = _snakemake(tmp_path, ENSEMBLE, "smoke", "--cores", "2", timeout=900)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
-    ckpt = tmp_path / "results/runs/smoke-trm/ckpt"
-    averaged, a, b = (read_weights(ckpt / name)["model"] for name in ("avg_last2.pt", "epoch_2.pt", "epoch_4.pt"))
-    for key, value in averaged.items():
-        assert torch.equal(value, ((a[key].double() + b[key].double()) / 2).to(value.dtype)), key
-    evals = tmp_path / "results/eval/smoke-trm"
-    pooled = json.loads((evals / "pooled_last2/metrics.json").read_text())
-    scores = pool_votes([evals / "epoch_2/votes.npz", evals / "epoch_4/votes.npz"], (1, 2))[0]
-    assert (pooled["pass@1"], pooled["pass@2"]) == (scores.pass_at[1], scores.pass_at[2])
-    avg = json.loads((evals / "avg_last2/metrics.json").read_text())
-    passk = pd.read_csv(tmp_path / "results/report/passk.csv")
-    assert list(passk["checkpoint"]) == ["epoch_2", "epoch_4", "avg_last2", "pooled_last2"]
-    assert list(passk["pass@2"])[2:] == [100 * avg["pass@2"], 100 * pooled["pass@2"]]

@@ -1,0 +1,204 @@
+"""One real `snakemake smoke` with every research feature on together, given as one --configfile overlay: two seeds,
+the last-2 checkpoint ensembles, checkpoint selection on held-out tasks, the blank-puzzle-id control, and pass@K
+after every ACT step (always on). The run happens once per module (fixture `research`); each test checks one
+thing of what it left.
+
+smoke-trm keeps its epochs (4, eval_interval 2): two checkpoints per seed, as ensemble_last 2 needs. The smoke
+dataset has 16 test tasks (max_puzzles) and no quick_puzzles, so SELECTION_TASKS = 4 held-out tasks leave 12 to
+report on.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from scratch import snakemake
+
+SEEDS = (0, 1)
+RUNS = tuple(f"smoke-trm-s{seed}" for seed in SEEDS)
+EPOCHS = (2, 4)
+SELECTION_TASKS = 4
+OVERLAY = {
+    "runs": {"smoke-trm": {"seeds": list(SEEDS)}},
+    "evaluation": {"ensemble_last": 2, "selection_tasks": SELECTION_TASKS, "controls": ["blank_puzzle_id"]},
+}
+KS = (1, 2)  # the pass@K the report's tables hold for sure (config default pass_ks starts 1, 2, ...)
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def research(tmp_path_factory) -> Path:
+    """The scratch working directory after `snakemake smoke --cores 2` with OVERLAY."""
+    work = tmp_path_factory.mktemp("research")
+    proc = snakemake(work, OVERLAY, "smoke", "--cores", "2", name="research.yaml", timeout=1800)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    return work
+
+
+def _metrics(work: Path, run: str, checkpoint: str) -> dict:
+    return json.loads((work / f"results/eval/{run}/{checkpoint}/metrics.json").read_text())
+
+
+def _passk(work: Path) -> pd.DataFrame:
+    return pd.read_csv(work / "results/report/passk.csv")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# seeds
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_each_seed_is_a_run_with_its_seed_and_group_in_its_resolved_config(research, seed):
+    run = f"smoke-trm-s{seed}"
+    resolved = yaml.safe_load((research / f"results/runs/{run}/config.yaml").read_text())
+    assert resolved["runs"][run]["seed"] == seed and resolved["runs"][run]["seed_group"] == "smoke-trm"
+    for epoch in EPOCHS:
+        assert (research / f"results/eval/{run}/epoch_{epoch}/metrics.json").is_file()
+
+
+def test_seeds_table_aggregates_the_two_seeds_at_each_epoch(research):
+    seeds = pd.read_csv(research / "results/report/seeds.csv", dtype={"seeds": str})
+    assert set(seeds["seed_group"]) == {"smoke-trm"} and set(seeds["epoch"]) == set(EPOCHS)
+    assert set(seeds["num_seeds"]) == {2} and set(seeds["seeds"]) == {"0 1"}
+    assert (seeds["min"] <= seeds["mean"]).all() and (seeds["mean"] <= seeds["max"]).all()
+    md = (research / "results/report/seeds.md").read_text()
+    for epoch in EPOCHS:
+        assert f"| smoke-trm | {epoch} | pass@1 | 2 | 0 1 |" in md
+
+
+def test_passk_table_has_every_checkpoint_and_both_ensembles_of_each_seed(research):
+    passk = _passk(research)
+    expected = [(run, checkpoint) for run in RUNS for checkpoint in ("epoch_2", "epoch_4", "avg_last2", "pooled_last2")]
+    assert list(zip(passk["run"], passk["checkpoint"], strict=True)) == expected
+
+
+def test_passk_vs_step_plot_is_written(research):
+    assert (research / "results/report/passk_vs_step.png").stat().st_size > 0
+
+
+# --------------------------------------------------------------------------------------------------------------
+# ensembles: averaged weights and pooled votes of each seed's last 2 checkpoints
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_averaged_checkpoint_is_the_bitwise_parameter_average_of_the_last_two(research, run):
+    import torch
+
+    from arcpipe.models.io import read_weights
+
+    ckpt = research / f"results/runs/{run}/ckpt"
+    averaged, a, b = (read_weights(ckpt / name)["model"] for name in ("avg_last2.pt", "epoch_2.pt", "epoch_4.pt"))
+    assert averaged.keys() == a.keys() == b.keys()
+    for key, value in averaged.items():
+        assert torch.equal(value, ((a[key].double() + b[key].double()) / 2).to(value.dtype)), key
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_pooled_last2_is_pool_votes_of_the_last_two_votes_files(research, run):
+    from arcpipe.eval.results import pool_votes
+
+    evals = research / f"results/eval/{run}"
+    pooled = _metrics(research, run, "pooled_last2")
+    scores = pool_votes([evals / "epoch_2/votes.npz", evals / "epoch_4/votes.npz"], KS)[0]
+    assert tuple(pooled[f"pass@{k}"] for k in KS) == tuple(scores.pass_at[k] for k in KS)
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_passk_rows_of_the_ensembles_are_their_metrics(research, run):
+    passk = _passk(research).set_index(["run", "checkpoint"])
+    for checkpoint in ("avg_last2", "pooled_last2"):
+        assert passk.loc[(run, checkpoint), "pass@2"] == 100 * _metrics(research, run, checkpoint)["pass@2"]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# checkpoint selection on held-out tasks
+
+
+def _selection_tasks(work: Path) -> dict:
+    return json.loads((work / "results/report/selection_tasks.json").read_text())
+
+
+def test_selection_tasks_json_holds_n_held_out_tasks_per_run(research):
+    chosen = _selection_tasks(research)
+    assert chosen["selection_tasks"] == SELECTION_TASKS and sorted(chosen["runs"]) == list(RUNS)
+    tasks = pd.read_csv(research / f"results/eval/{RUNS[0]}/epoch_2/per_puzzle.csv", dtype={"puzzle": str})
+    for info in chosen["runs"].values():
+        held = info["held_out"]
+        assert len(set(held)) == SELECTION_TASKS and set(held) <= set(tasks["puzzle"])
+        assert info["num_other_tasks"] == tasks["puzzle"].nunique() - SELECTION_TASKS
+
+
+def test_selection_table_has_three_rows_per_run(research):
+    table = pd.read_csv(research / "results/report/selection.csv")
+    labels = [f"selected on {SELECTION_TASKS} held-out tasks", "last", "selected on the test set"]
+    assert list(zip(table["run"], table["checkpoint"], strict=True)) == [
+        (run, label) for run in RUNS for label in labels
+    ]
+    assert set(table["epoch"]) <= set(EPOCHS)
+    assert (table.loc[table["checkpoint"] == "last", "epoch"] == EPOCHS[-1]).all()
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_last_rows_pass_at_k_is_the_last_checkpoints_on_the_other_tasks(research, run):
+    from arcpipe.report.selection import subset_pass_at, task_scores
+
+    held = set(_selection_tasks(research)["runs"][run]["held_out"])
+    per_puzzle = pd.read_csv(research / f"results/eval/{run}/epoch_{EPOCHS[-1]}/per_puzzle.csv", dtype={"puzzle": str})
+    scores = task_scores(per_puzzle)
+    expected = subset_pass_at(scores, [task for task in scores.index if task not in held])
+    table = pd.read_csv(research / "results/report/selection.csv").set_index(["run", "checkpoint"])
+    for k in KS:
+        assert table.loc[(run, "last"), f"pass@{k}"] == 100 * expected[f"pass@{k}"], k
+
+
+# --------------------------------------------------------------------------------------------------------------
+# the blank-puzzle-id control
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_every_epoch_evaluation_has_the_blank_puzzle_id_control(research, run):
+    for epoch in EPOCHS:
+        control = _metrics(research, run, f"epoch_{epoch}")["controls"]["blank_puzzle_id"]
+        assert all(f"pass@{k}" in control and 0 <= control[f"pass@{k}"] <= 1 for k in KS), (epoch, control)
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_passk_table_shows_the_control_beside_pass_at_2(research, run):
+    passk = _passk(research).set_index(["run", "checkpoint"])
+    for epoch in EPOCHS:
+        control = _metrics(research, run, f"epoch_{epoch}")["controls"]["blank_puzzle_id"]
+        assert passk.loc[(run, f"epoch_{epoch}"), "pass@2 (blank id)"] == 100 * control["pass@2"], epoch
+
+
+# --------------------------------------------------------------------------------------------------------------
+# pass@K against ACT depth
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_every_epoch_evaluation_has_pass_at_k_after_each_act_step(research, run):
+    from arcpipe.models.registry import make_arch_config
+
+    resolved = yaml.safe_load((research / f"results/runs/{run}/config.yaml").read_text())["runs"][run]
+    steps = make_arch_config(resolved["arch"], resolved["preset"], resolved["arch_overrides"]).halt_kwargs()
+    for epoch in EPOCHS:
+        metrics = _metrics(research, run, f"epoch_{epoch}")
+        assert list(metrics["depth"]) == [str(d) for d in range(1, steps["halt_max_steps"] + 1)], epoch
+        assert all(0 <= v <= 1 for by_k in metrics["depth"].values() for v in by_k.values()), epoch
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_the_last_act_steps_pass_at_k_is_the_evaluations(research, run):
+    # eval/depth.py: the last step's vote is over the same answers and q_halt as the evaluation's own vote
+    for epoch in EPOCHS:
+        metrics = _metrics(research, run, f"epoch_{epoch}")
+        last = metrics["depth"][max(metrics["depth"], key=int)]
+        assert last == {key: metrics[key] for key in last} and set(KS) <= {int(key[5:]) for key in last}, epoch
+
+
+def test_passk_vs_depth_plot_is_written(research):
+    assert (research / "results/report/passk_vs_depth.png").stat().st_size > 0
