@@ -10,6 +10,9 @@ min_version("9.0")
 configfile: "config/config.yaml"
 
 
+report: "workflow/report/workflow.rst"  # `snakemake --report` opens on the results summary
+
+
 include: "rules/common.smk"
 include: "rules/data.smk"
 include: "rules/train.smk"
@@ -18,6 +21,7 @@ include: "rules/report.smk"
 
 
 REPORT = [
+    "results/report/summary.html",
     "results/report/passk.md",
     "results/report/comparison.md",
     "results/report/seeds.md",

@@ -290,6 +290,33 @@ def ensembles_for_report(wildcards):
     return ensembles_of(None, runs)
 
 
+# what render_report writes into a folder (report/tables.py, selection.py, summary.py): each table as .csv, .md and
+# .html, the HTML one in Snakemake's report, where it is shown in place; the plots; the held-out task list
+REPORT_TABLES = {
+    "summary": "summary",
+    "passk": "pass@K",
+    "comparison": "pass@K",
+    "seeds": "pass@K",
+    "selection": "pass@K",
+    "datasets": "datasets",
+    "learning": "curves",
+}
+REPORT_PLOTS = ["passk_vs_step", "loss_vs_step", "accuracy_vs_step", "passk_vs_depth"]
+
+
+def report_files(folder, category=None):
+    """render_report's outputs in folder; category: one report category for all (else each file's own)."""
+    files = []
+    for stem, own in REPORT_TABLES.items():
+        caption = f"../workflow/report/{stem}.rst"
+        html = report(f"{folder}/{stem}.html", caption=caption, category=category or own)
+        files += [html, f"{folder}/{stem}.md", f"{folder}/{stem}.csv"]
+    for stem in REPORT_PLOTS:
+        caption = f"../workflow/report/{stem}.rst"
+        files.append(report(f"{folder}/{stem}.png", caption=caption, category=category or "curves"))
+    return files + [f"{folder}/selection_tasks.json"]
+
+
 def train_metrics_for_report(wildcards):
     return [
         f"results/runs/{run}/metrics/epoch_{epoch}.jsonl"

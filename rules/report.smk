@@ -8,63 +8,7 @@ rule render_report:
         datasets=verified_datasets_for_report,
         ensembles=ensembles_for_report,  # [] without evaluation.ensemble_last
     output:
-        report(
-            "results/report/passk.md",
-            caption="../workflow/report/passk.rst",
-            category="pass@K",
-        ),
-        "results/report/passk.csv",
-        report(
-            "results/report/comparison.md",
-            caption="../workflow/report/comparison.rst",
-            category="pass@K",
-        ),
-        "results/report/comparison.csv",
-        report(
-            "results/report/seeds.md",
-            caption="../workflow/report/seeds.rst",
-            category="pass@K",
-        ),
-        "results/report/seeds.csv",
-        report(
-            "results/report/datasets.md",
-            caption="../workflow/report/datasets.rst",
-            category="datasets",
-        ),
-        "results/report/datasets.csv",
-        report(
-            "results/report/passk_vs_step.png",
-            caption="../workflow/report/passk_vs_step.rst",
-            category="curves",
-        ),
-        report(
-            "results/report/loss_vs_step.png",
-            caption="../workflow/report/loss_vs_step.rst",
-            category="curves",
-        ),
-        report(
-            "results/report/accuracy_vs_step.png",
-            caption="../workflow/report/accuracy_vs_step.rst",
-            category="curves",
-        ),
-        report(
-            "results/report/learning.md",
-            caption="../workflow/report/learning.rst",
-            category="curves",
-        ),
-        "results/report/learning.csv",
-        report(
-            "results/report/passk_vs_depth.png",
-            caption="../workflow/report/passk_vs_depth.rst",
-            category="curves",
-        ),
-        report(
-            "results/report/selection.md",
-            caption="../workflow/report/selection.rst",
-            category="pass@K",
-        ),
-        "results/report/selection.csv",
-        "results/report/selection_tasks.json",
+        report_files("results/report"),  # common.smk: tables (.html in the report, .md, .csv), plots
     log:
         "logs/render_report/report.log",
     conda:
@@ -80,12 +24,13 @@ rule pool_votes:
     input:
         votes=evaluation_votes_for_report,
     output:
-        md=report(
-            "results/report/pooled.md",
+        md="results/report/pooled.md",
+        csv="results/report/pooled.csv",
+        html=report(
+            "results/report/pooled.html",
             caption="../workflow/report/pooled.rst",
             category="pass@K",
         ),
-        csv="results/report/pooled.csv",
     log:
         "logs/pool_votes/report.log",
     conda:
@@ -126,63 +71,7 @@ use rule render_report as render_full_report with:
         datasets=datasets_for("full"),
         ensembles=ensembles_of("full"),
     output:
-        report(
-            "results/report/full/passk.md",
-            caption="../workflow/report/passk.rst",
-            category="full runs",
-        ),
-        "results/report/full/passk.csv",
-        report(
-            "results/report/full/comparison.md",
-            caption="../workflow/report/comparison.rst",
-            category="full runs",
-        ),
-        "results/report/full/comparison.csv",
-        report(
-            "results/report/full/seeds.md",
-            caption="../workflow/report/seeds.rst",
-            category="full runs",
-        ),
-        "results/report/full/seeds.csv",
-        report(
-            "results/report/full/datasets.md",
-            caption="../workflow/report/datasets.rst",
-            category="full runs",
-        ),
-        "results/report/full/datasets.csv",
-        report(
-            "results/report/full/passk_vs_step.png",
-            caption="../workflow/report/passk_vs_step.rst",
-            category="full runs",
-        ),
-        report(
-            "results/report/full/loss_vs_step.png",
-            caption="../workflow/report/loss_vs_step.rst",
-            category="full runs",
-        ),
-        report(
-            "results/report/full/accuracy_vs_step.png",
-            caption="../workflow/report/accuracy_vs_step.rst",
-            category="full runs",
-        ),
-        report(
-            "results/report/full/learning.md",
-            caption="../workflow/report/learning.rst",
-            category="full runs",
-        ),
-        "results/report/full/learning.csv",
-        report(
-            "results/report/full/passk_vs_depth.png",
-            caption="../workflow/report/passk_vs_depth.rst",
-            category="full runs",
-        ),
-        report(
-            "results/report/full/selection.md",
-            caption="../workflow/report/selection.rst",
-            category="full runs",
-        ),
-        "results/report/full/selection.csv",
-        "results/report/full/selection_tasks.json",
+        report_files("results/report/full", category="full runs"),
     log:
         "logs/render_report/full.log",
 
@@ -191,11 +80,12 @@ use rule pool_votes as pool_full_votes with:
     input:
         votes=evaluation_votes_of("full"),
     output:
-        md=report(
-            "results/report/full/pooled.md",
+        md="results/report/full/pooled.md",
+        csv="results/report/full/pooled.csv",
+        html=report(
+            "results/report/full/pooled.html",
             caption="../workflow/report/pooled.rst",
             category="full runs",
         ),
-        csv="results/report/full/pooled.csv",
     log:
         "logs/pool_votes/full.log",

@@ -11,12 +11,15 @@ report on.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
-from scratch import snakemake
+from scratch import ROOT, snakemake
 
 SEEDS = (0, 1)
 RUNS = tuple(f"smoke-trm-s{seed}" for seed in SEEDS)
@@ -202,3 +205,77 @@ def test_the_last_act_steps_pass_at_k_is_the_evaluations(research, run):
 
 def test_passk_vs_depth_plot_is_written(research):
     assert (research / "results/report/passk_vs_depth.png").stat().st_size > 0
+
+
+# --------------------------------------------------------------------------------------------------------------
+# the HTML report, as a browser shows it
+
+
+class _TableRows(HTMLParser):
+    """The cell texts of each row of the table with id `table_id` in an HTML document."""
+
+    def __init__(self, table_id: str) -> None:
+        super().__init__()
+        self.table_id, self.depth, self.rows, self.cell = table_id, 0, [], None
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        if tag == "table" and (self.depth or dict(attrs).get("id") == self.table_id):
+            self.depth += 1
+        elif self.depth and tag == "tr":
+            self.rows.append([])
+        elif self.depth and tag in ("td", "th"):
+            self.cell = ""
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "table" and self.depth:
+            self.depth -= 1
+        elif self.depth and tag in ("td", "th") and self.cell is not None:
+            self.rows[-1].append(" ".join(self.cell.split()))
+            self.cell = None
+
+    def handle_data(self, data: str) -> None:
+        if self.cell is not None:
+            self.cell += data
+
+
+@pytest.fixture(scope="module")
+def rendered_report(research) -> tuple[Path, str]:
+    """report.html of the research run, and its DOM once headless Chromium has run the page's scripts."""
+    proc = snakemake(research, OVERLAY, "--report", "report.html", "smoke", name="research.yaml", timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    found = subprocess.run(["bash", str(ROOT / "tests/tools/chromium.sh")], capture_output=True, text=True)
+    if found.returncode != 0:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"the HTML report test must run in CI: {found.stderr.strip()}")
+        pytest.skip(found.stderr.strip())
+    browser = found.stdout.strip().splitlines()[-1]
+    page = (research / "report.html").as_uri()
+    headless = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=20000"]
+    shot = research / "report.png"
+    subprocess.run(
+        [*headless, "--window-size=1500,1000", f"--screenshot={shot}", page], capture_output=True, timeout=300
+    )
+    dom = subprocess.run([*headless, "--dump-dom", page], capture_output=True, text=True, timeout=300, check=True)
+    return shot, dom.stdout
+
+
+def test_the_html_report_opens_on_the_summary_table_as_a_browser_renders_it(research, rendered_report):
+    from arcpipe.report.summary import compact
+
+    shot, dom = rendered_report
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # the file holds the opening page as an escaped script string; only the rendered DOM holds it as a table
+    assert '<table id="T_summary"' not in (research / "report.html").read_text()
+    rows = _TableRows("T_summary")
+    rows.feed(dom)
+    expected = compact(pd.read_csv(research / "results/report/summary.csv"), "pass@2").fillna("")
+    assert rows.rows[0] == list(expected.columns)
+    assert rows.rows[1:] == [[str(v) for v in row] for row in expected.itertuples(index=False)]
+    assert [row[0] for row in rows.rows[1:]] == list(RUNS)
+    assert all(row[2].endswith(")") for row in rows.rows[1:])  # a checkpoint selected on the held-out tasks
+
+
+def test_every_table_of_the_report_is_an_html_table(research):
+    for stem in ("summary", "passk", "comparison", "seeds", "selection", "datasets", "learning", "pooled"):
+        page = (research / f"results/report/{stem}.html").read_text()
+        assert f'<table id="T_{stem}"' in page, stem

@@ -12,7 +12,6 @@ import hashlib
 import json
 import logging
 import os
-import tempfile
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
@@ -342,9 +341,9 @@ def _fetch(url: str, sha256: str, what: str) -> Path:
     got = hashlib.sha256(body).hexdigest()
     if got != sha256:
         raise ArcpipeError(f"{url}: sha256 is {got}, the config says {sha256} ({what}); fix the url or the hash")
-    with tempfile.NamedTemporaryFile(dir=target.parent, delete=False) as tmp:
-        tmp.write(body)
-    os.replace(tmp.name, target)
+    from arcpipe.eval.results import atomic_write_many
+
+    atomic_write_many(target.parent, {target.name: body})
     return target
 
 

@@ -248,6 +248,17 @@ def pool_votes(paths: Sequence[str | Path], ks: Sequence[int] = DEFAULT_KS) -> t
     return score(pooled, test, ks), pooled, test
 
 
+def process_umask() -> int:
+    """This process's umask, read without changing it (os.umask sets it, which would race with other threads)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o022
+
+
 def atomic_write_many(out_dir: Path, contents: Mapping[str, bytes]) -> None:
     """Write each name -> bytes to a temporary file in out_dir, then rename them in the given order."""
     temps: dict[str, str] = {}
@@ -255,6 +266,7 @@ def atomic_write_many(out_dir: Path, contents: Mapping[str, bytes]) -> None:
         for name, data in contents.items():
             fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=out_dir)
             temps[name] = tmp
+            os.fchmod(fd, 0o666 & ~process_umask())  # as open() would create it, not mkstemp's owner-only 0600
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
         for name, tmp in temps.items():

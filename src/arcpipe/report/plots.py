@@ -14,7 +14,7 @@ matplotlib.use("Agg")  # no display on cluster nodes; must precede pyplot
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
+from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter  # noqa: E402
 
 from arcpipe.eval.results import atomic_write_many  # noqa: E402
 
@@ -48,6 +48,7 @@ def plot_passk(
             (line,) = ax.plot(x, 100 * values.mean(), marker="o", label=label)
             ax.fill_between(x, 100 * values.min(), 100 * values.max(), color=line.get_color(), alpha=0.2, linewidth=0)
         ax.set(xlabel=x_key, ylabel=f"pass@{k} (%)", title=f"pass@{k} per checkpoint")
+        _percent_axis(ax)
         ax.grid(alpha=0.3)
         if len(evals):
             ax.legend(fontsize="small")
@@ -64,7 +65,7 @@ def plot_loss(curves: pd.DataFrame, out_png: str | Path, key: str = "train/lm_lo
         ax.plot(steps, values, label=str(run))
     ax.set(xlabel="step", ylabel=key, title="training loss")
     if len(curves) and (curves[key] > 0).all():
-        ax.set_yscale("log")
+        _readable_log_axis(ax)
     ax.grid(alpha=0.3)
     if len(curves):
         ax.legend(fontsize="small")
@@ -107,7 +108,7 @@ def plot_depth(curves: pd.DataFrame, out_png: str | Path, ks: Sequence[int] = (1
             ax.plot(group["depth"], 100 * group[column], marker="o", label=label)
         ax.set(xlabel="ACT step", ylabel=f"{column} (%)", title=f"{column} after each ACT step")
         ax.set_xlim(0.5, max_depth + 0.5)
-        ax.set_ylim(0, 100)  # percentages: never a negative tick, and runs compare on one scale
+        _percent_axis(ax)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
         if len(curves):
@@ -118,6 +119,24 @@ def plot_depth(curves: pd.DataFrame, out_png: str | Path, ks: Sequence[int] = (1
             transform=axes[0][0].transAxes,
         )  # fmt: skip
     _save(fig, out_png)
+
+
+def _percent_axis(ax: plt.Axes) -> None:
+    """A pass@K axis: from 0 (never a negative tick, as autoscaling all-zero values gives) to at most 100%, and to
+    at least 10% so that small numbers (a smoke run's) still show their differences."""
+    top = max((np.nanmax(line.get_ydata()) for line in ax.get_lines() if len(line.get_ydata())), default=0.0)
+    ax.set_ylim(0, min(100.0, max(10.0, 1.15 * float(top))))
+
+
+def _readable_log_axis(ax: plt.Axes) -> None:
+    """Log scale labelled in plain numbers (0.5, 2, 3 rather than 5x10^-1); on a range under 1.5 decades, where few
+    powers of ten fall, the minor ticks are labelled too."""
+    ax.set_yscale("log")
+    plain = FuncFormatter(lambda value, _: f"{value:g}")
+    ax.yaxis.set_major_formatter(plain)
+    low, high = ax.get_ylim()
+    ax.yaxis.set_minor_formatter(plain if high / low < 10**1.5 else NullFormatter())
+    ax.tick_params(axis="y", which="minor", labelsize="small")
 
 
 def _multi_seed(evals: pd.DataFrame, seed_groups: Mapping[str, str]) -> dict[str, str]:

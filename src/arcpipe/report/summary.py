@@ -1,0 +1,166 @@
+"""The report's opening page: per run, the last, selected and best-on-test pass@K beside the published number, with
+the GPU-hours and cost spent so far.
+
+    table = summary_table(cfg, evals, comparison, selection, train_metrics_paths)
+    render_summary(out_dir, cfg, evals, comparison, selection, train_metrics_paths)  # summary.{csv,md,html}
+
+pass@K is at `report.main_k`. With `evaluation.selection_tasks: N` the three checkpoints are scored on the test tasks
+not held out (selection.csv's rows, so they compare on one set); without it the last and best-on-test checkpoints are
+scored on every test task (comparison.csv) and there is no selected one.
+
+Hours are what the metrics recorded: training, the sum of every step's `time/step_s` (results/runs/{run}/metrics/,
+one record per optimizer step; start-up, compilation, checkpoint writes and queue waits not included); evaluation,
+each metrics.json's `wall_time_s`. GPU-hours weight each by the GPUs the job held (training: nodes x gpus_per_node,
+evaluation: the run's evaluation GPUs); cost = GPU-hours x `report.gpu_hour_price`. CPU jobs hold no GPU: 0.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from arcpipe.report.tables import PUBLISHED, SELECTED_ON_TEST, RunInfo, train_curves, write_table
+
+if TYPE_CHECKING:
+    from arcpipe.config import WorkflowConfig
+
+STEP_TIME = "time/step_s"
+
+
+def hours_spent(evals: pd.DataFrame, train_metrics_paths: Sequence[str | Path]) -> pd.DataFrame:
+    """Per run: training and evaluation hours recorded in the metrics (index: run)."""
+    train = train_curves(train_metrics_paths, STEP_TIME).groupby("run")[STEP_TIME].sum() / 3600
+    if len(evals) and "wall_time_s" in evals:
+        evaluate = evals.groupby("run")["wall_time_s"].sum(min_count=0) / 3600
+    else:
+        evaluate = pd.Series(dtype=float)
+    frame = pd.DataFrame({"train_hours": train, "eval_hours": evaluate}).fillna(0.0)
+    frame.index.name = "run"
+    return frame
+
+
+def summary_table(
+    cfg: WorkflowConfig,
+    runs: dict[str, RunInfo],
+    comparison: pd.DataFrame,
+    selection: pd.DataFrame,
+    hours: pd.DataFrame,
+) -> pd.DataFrame:
+    """One row per evaluated run (comparison's rows): see the module docstring for what each number is."""
+    main = f"pass@{cfg.report.main_k}"
+    price = cfg.report.gpu_hour_price
+    rows = []
+    for _, compared in comparison.iterrows():
+        run = str(compared["run"])
+        config = cfg.runs.get(run)
+        info = runs.get(run)
+        published = PUBLISHED.get((info.arch, info.benchmark)) if info and info.benchmark else None
+        picked = selection[selection["run"] == run] if len(selection) else selection
+        if len(picked):
+            by_label = {label: row for label, row in zip(picked["checkpoint"], picked.to_dict("records"), strict=True)}
+            selected = next(
+                row for label, row in by_label.items() if label.startswith("selected on ") and label != SELECTED_ON_TEST
+            )
+            last, best = by_label["last"], by_label[SELECTED_ON_TEST]
+            scored_on = f"test tasks but {cfg.evaluation.selection_tasks} held out"
+            last_value, best_value = last.get(main, math.nan), best.get(main, math.nan)
+            selected_value, selected_epoch, best_epoch = selected.get(main, math.nan), selected["epoch"], best["epoch"]
+        else:
+            scored_on = "every test task"
+            last_value = compared.get(main, math.nan)
+            best_value = compared.get(f"best_{main} ({SELECTED_ON_TEST})", math.nan)
+            selected_value, selected_epoch, best_epoch = math.nan, math.nan, compared.get("best_epoch", math.nan)
+        train_gpus = config.nodes * config.gpus_per_node if config else 0
+        eval_gpus = config.evaluation_gpus if config else 0
+        spent = hours.loc[run] if run in hours.index else pd.Series({"train_hours": 0.0, "eval_hours": 0.0})
+        gpu_hours = spent["train_hours"] * train_gpus + spent["eval_hours"] * eval_gpus
+        row: dict[str, Any] = {
+            "run": run,
+            "arch": info.arch if info else "",
+            "benchmark": (info.benchmark or "") if info else "",
+            "epoch": compared["last_epoch"],
+            "epochs": config.epochs if config else math.nan,
+            "progress_%": compared["progress_%"],
+            f"last {main}": last_value,
+            f"selected {main}": selected_value,
+            "selected_epoch": selected_epoch,
+            f"best-on-test {main}": best_value,
+            "best_epoch": best_epoch,
+            "scored_on": scored_on,
+            "published": published.value if published else math.nan,
+            "published_metric": published.metric if published else "",
+            "last on published metric": compared.get("ours_on_published_metric", math.nan),
+            "gpus": train_gpus,
+            "hours": spent["train_hours"] + spent["eval_hours"],
+            "gpu_hours": gpu_hours,
+            "cost": gpu_hours * price,
+        }
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def compact(table: pd.DataFrame, main: str) -> pd.DataFrame:
+    """The summary as shown (Markdown, HTML, the report's opening page): a few narrow columns, numbers as text."""
+
+    def score(value: Any, epoch: Any = None) -> str:
+        if pd.isna(value):
+            return ""
+        return f"{value:.2f}" + (f" ({int(epoch)})" if epoch is not None and pd.notna(epoch) else "")
+
+    rows = []
+    for row in table.to_dict("records"):
+        rows.append(
+            {
+                "run": row["run"],
+                f"last {main} (epoch)": score(row[f"last {main}"], row["epoch"]),
+                "selected (epoch)": score(row[f"selected {main}"], row["selected_epoch"]),
+                "best on test (epoch)": score(row[f"best-on-test {main}"], row["best_epoch"]),
+                "published": f"{row['published']:g} {row['published_metric']}" if pd.notna(row["published"]) else "",
+                "ours": score(row["last on published metric"]) if pd.notna(row["published"]) else "",
+                "GPU-h": _amount(row["gpu_hours"]),
+                "cost": _amount(row["cost"]),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def render_summary(
+    out_dir: str | Path,
+    cfg: WorkflowConfig,
+    runs: dict[str, RunInfo],
+    comparison: pd.DataFrame,
+    selection: pd.DataFrame,
+    evals: pd.DataFrame,
+    train_metrics_paths: Sequence[str | Path],
+) -> list[Path]:
+    """Write summary.csv, summary.md and summary.html into out_dir."""
+    out_dir = Path(out_dir)
+    main = f"pass@{cfg.report.main_k}"
+    table = summary_table(cfg, runs, comparison, selection, hours_spent(evals, train_metrics_paths))
+    n = cfg.evaluation.selection_tasks
+    notes = [
+        f"{main} in % (`report.main_k`), with the checkpoint's epoch. last: the run's last checkpoint; selected: "
+        + (
+            f"the best on {n} held-out test tasks (`evaluation.selection_tasks`); the three are scored on the other "
+            "tasks (selection.md)."
+            if n
+            else "none, as `evaluation.selection_tasks` is 0 (selection.md)."
+        )
+        + f" best on test: the best checkpoint {SELECTED_ON_TEST}, an optimistic number.",
+        "published: the paper's number on the full benchmark in its metric (HRM and TRM pass@2, URM pass@1); ours: "
+        "the last checkpoint at that metric on every test task. A cut-down dataset has no published number.",
+        "GPU-h: training step times and evaluation wall times from the metrics (no start-up, compilation or queue "
+        f"waits), each times the GPUs its job held (CPU jobs: 0); cost: GPU-h x {cfg.report.gpu_hour_price} "
+        "(`report.gpu_hour_price`). Every column, wall hours included: summary.csv.",
+    ]
+    shown = compact(table, main)
+    write_table(table, out_dir / "summary.csv", out_dir / "summary.md", "Results summary", notes, shown)
+    return [out_dir / "summary.csv", out_dir / "summary.md", out_dir / "summary.html"]
+
+
+def _amount(value: float) -> str:
+    return f"{value:,.0f}" if value >= 100 else f"{value:.2f}" if value < 10 else f"{value:.1f}"

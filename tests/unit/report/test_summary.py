@@ -1,0 +1,101 @@
+"""The results summary the HTML report opens on: hand-built evaluations and step times with known answers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from arcpipe.report.selection import task_scores
+from arcpipe.report.tables import render_workflow_report
+
+# (puzzle, test_index) -> (pass@1, pass@2) per epoch; task a has two test inputs. pass@2 over the tasks a, b, c, d:
+# epoch 2: .5 1 0 0 (37.5%), epoch 4: 1 0 1 0 (50%), epoch 6: .5 0 0 1 (37.5%)
+CHECKPOINTS = {
+    2: {("a", 0): (0, 1), ("a", 1): (0, 0), ("b", 0): (1, 1), ("c", 0): (0, 0), ("d", 0): (0, 0)},
+    4: {("a", 0): (1, 1), ("a", 1): (1, 1), ("b", 0): (0, 0), ("c", 0): (1, 1), ("d", 0): (0, 0)},
+    6: {("a", 0): (0, 0), ("a", 1): (1, 1), ("b", 0): (0, 0), ("c", 0): (0, 0), ("d", 0): (0, 1)},
+}
+STEP_S, STEPS, EVAL_S = 36.0, 10, 360.0  # per segment: 10 steps of 36 s (0.1 h); per evaluation 0.1 h
+PRICE = 2.0
+
+
+def _results(root: Path, run: str) -> tuple[list[Path], list[Path]]:
+    metrics, train = [], []
+    for epoch, cells in CHECKPOINTS.items():
+        directory = root / "eval" / run / f"epoch_{epoch}"
+        directory.mkdir(parents=True)
+        rows = [{"puzzle": p, "test_index": i, "pass@1": one, "pass@2": two} for (p, i), (one, two) in cells.items()]
+        pd.DataFrame(rows).to_csv(directory / "per_puzzle.csv", index=False)
+        scores = task_scores(pd.DataFrame(rows)).mean().to_dict()
+        record = {"epoch": epoch, "step": epoch * 10, **scores, "wall_time_s": EVAL_S, "info": {"run": run}}
+        (directory / "metrics.json").write_text(json.dumps(record))
+        metrics.append(directory / "metrics.json")
+        jsonl = root / "runs" / run / "metrics" / f"epoch_{epoch}.jsonl"
+        jsonl.parent.mkdir(parents=True, exist_ok=True)
+        steps = range(STEPS * (epoch // 2 - 1) + 1, STEPS * epoch // 2 + 1)
+        jsonl.write_text("".join(json.dumps({"step": s, "time/step_s": STEP_S}) + "\n" for s in steps))
+        train.append(jsonl)
+    return metrics, train
+
+
+@pytest.fixture
+def config(tmp_path, write_config) -> dict:
+    runs = {"gpu-run": {"epochs": 6, "nodes": 2, "gpus_per_node": 4}, "cpu-run": {"epochs": 6}}
+    raw = yaml.safe_load(write_config(tmp_path / "config.yaml", runs).read_text())
+    raw["datasets"]["tiny"] |= {"seed": 1, "max_puzzles": None}  # the whole evaluation set: the published benchmark
+    raw["report"] = {"gpu_hour_price": PRICE}
+    return raw
+
+
+def _summary(tmp_path: Path, config: dict) -> pd.DataFrame:
+    metrics, train = [], []
+    for run in ("gpu-run", "cpu-run"):
+        m, t = _results(tmp_path / "results", run)
+        metrics, train = metrics + m, train + t
+    render_workflow_report(tmp_path / "report", config, metrics, train, [])
+    return pd.read_csv(tmp_path / "report" / "summary.csv").set_index("run")
+
+
+def test_last_and_best_on_test_beside_the_published_number(tmp_path, config):
+    row = _summary(tmp_path, config).loc["gpu-run"]
+    assert row["last pass@2"] == pytest.approx(37.5) and row["best-on-test pass@2"] == pytest.approx(50.0)
+    assert row["best_epoch"] == 4 and pd.isna(row["selected pass@2"]) and row["scored_on"] == "every test task"
+    assert (row["benchmark"], row["published"], row["published_metric"]) == ("ARC-AGI-1", 44.6, "pass@2")
+    assert row["last on published metric"] == pytest.approx(37.5)
+
+
+def test_the_selected_checkpoint_and_the_others_are_scored_on_the_tasks_not_held_out(tmp_path, config):
+    config["evaluation"] = {"selection_tasks": 1}  # seed 1 holds out task b, where epoch 2 is the best
+    row = _summary(tmp_path, config).loc["gpu-run"]
+    assert (row["selected pass@2"], row["selected_epoch"]) == (pytest.approx(100 * 0.5 / 3), 2)
+    assert row["last pass@2"] == pytest.approx(100 * 1.5 / 3)  # epoch 6 on a, c, d
+    assert (row["best-on-test pass@2"], row["best_epoch"]) == (pytest.approx(100 * 2 / 3), 4)
+    assert row["scored_on"] == "test tasks but 1 held out"
+
+
+def test_gpu_hours_and_cost_weight_the_recorded_times_by_the_gpus_held(tmp_path, config):
+    summary = _summary(tmp_path, config)
+    train_h, eval_h = 3 * STEPS * STEP_S / 3600, 3 * EVAL_S / 3600
+    gpu = summary.loc["gpu-run"]
+    assert gpu["gpus"] == 8 and gpu["hours"] == pytest.approx(train_h + eval_h)
+    assert gpu["gpu_hours"] == pytest.approx(8 * train_h + 1 * eval_h)  # training on 2 x 4 GPUs, evaluation on 1
+    assert gpu["cost"] == pytest.approx(PRICE * (8 * train_h + eval_h))
+    cpu = summary.loc["cpu-run"]
+    assert cpu["hours"] == pytest.approx(train_h + eval_h) and cpu["gpu_hours"] == 0 and cpu["cost"] == 0
+
+
+def test_the_summary_is_an_html_table_with_its_notes(tmp_path, config):
+    _summary(tmp_path, config)
+    page = (tmp_path / "report" / "summary.html").read_text()
+    assert page.count("<table") == 1 and ">gpu-run</td>" in page and ">37.50 (6)</td>" in page
+    # the compact view: scores with their epoch, the published number with its metric, GPU-hours and cost
+    assert ">50.00 (4)</td>" in page and ">44.6 pass@2</td>" in page and ">37.50</td>" in page
+    assert ">2.70</td>" in page and ">5.40</td>" in page  # 8 GPUs x 0.3 h + 1 x 0.3 h, at 2.0 per GPU-hour
+    assert "gpu_hours" in pd.read_csv(tmp_path / "report" / "summary.csv").columns  # the CSV keeps every column
+    assert "<code>report.gpu_hour_price</code>" in page
+    for stem in ("passk", "comparison", "seeds", "selection", "learning"):
+        assert "<table" in (tmp_path / "report" / f"{stem}.html").read_text(), stem
