@@ -308,12 +308,13 @@ def report_files(folder, category=None):
     """render_report's outputs in folder; category: one report category for all (else each file's own)."""
     files = []
     for stem, own in REPORT_TABLES.items():
-        caption = f"../workflow/report/{stem}.rst"
-        html = report(f"{folder}/{stem}.html", caption=caption, category=category or own)
+        caption, cat = f"../workflow/report/{stem}.rst", category or own
+        html = report(f"{folder}/{stem}.html", caption=caption, category=cat)
         files += [html, f"{folder}/{stem}.md", f"{folder}/{stem}.csv"]
     for stem in REPORT_PLOTS:
-        caption = f"../workflow/report/{stem}.rst"
-        files.append(report(f"{folder}/{stem}.png", caption=caption, category=category or "curves"))
+        caption, cat = f"../workflow/report/{stem}.rst", category or "curves"
+        png = report(f"{folder}/{stem}.png", caption=caption, category=cat)
+        files.append(png)
     return files + [f"{folder}/selection_tasks.json"]
 
 
