@@ -385,9 +385,16 @@ def _add_eval(stages: argparse._SubParsersAction) -> None:
         type=float,
         metavar="MINUTES",
         help="fit new puzzle-embedding rows for tasks the checkpoint has none for, on their demonstrations, for "
-        "this long (weights frozen)",
+        "this long (10%% of it, at most 5 minutes, kept back as a margin)",
     )
     predict.add_argument("--adapt-steps", type=int, metavar="N", help="stop adapting after N steps (with --adapt)")
+    predict.add_argument(
+        "--adapt-mode",
+        choices=["rows", "rows+full", "full", "lora"],
+        default="rows",
+        help="what adapts: the new rows only (default; weights frozen), the rows for half the budget then every "
+        "weight, every weight from the start, or low-rank adapters on the blocks' projections plus the rows",
+    )
     predict.add_argument("--seed", type=int, default=0, help="seed of the adaptation's views and batches")
     predict.set_defaults(handler=_eval_predict)
 
@@ -424,6 +431,7 @@ def _eval_predict(args: argparse.Namespace) -> int:
         device=args.device,
         adapt_minutes=args.adapt,
         adapt_steps=args.adapt_steps,
+        adapt_mode=args.adapt_mode,
         seed=args.seed,
     )
     if summary is not None and summary.pass_at:

@@ -212,6 +212,7 @@ def predict_challenges(
     device: str | None = None,
     adapt_minutes: float | None = None,
     adapt_steps: int | None = None,
+    adapt_mode: str = "rows",
     seed: int = 0,
 ) -> PredictSummary | None:
     """submission.json for an ARC challenges file, straight from the checkpoint, without a built dataset.
@@ -220,7 +221,9 @@ def predict_challenges(
     the identifiers.json it was trained with: the original and its augmentations), then voted on as in
     `arcpipe evaluate`. With `solutions`, the summary (rank 0's) has pass@K. A task without an embedding is
     refused, unless `adapt_minutes` is given: then its views get new embedding rows, fitted on its demonstrations
-    for that time (or `adapt_steps` steps, whichever ends first) with every network weight frozen (eval/adapt.py).
+    for that time (or `adapt_steps` steps, whichever ends first) with what `adapt_mode` trains: the rows alone
+    (`rows`), the rows then every weight (`rows+full`), everything (`full`) or low-rank adapters and the rows
+    (`lora`) (eval/adapt.py). The checkpoint file is only read.
     """
     from arcpipe.data.augment import parse_identifier, to_canvas
     from arcpipe.eval.passk import load_tasks_from_json
@@ -286,7 +289,7 @@ def predict_challenges(
             head, _ = model_from_checkpoint(ckpt, env.device, source=checkpoint, batch_size=local_batch)
         else:
             head, adaptation = _adapted_head(
-                ckpt, checkpoint, demos, config, env, adapt_minutes or 0.0, adapt_steps, seed
+                ckpt, checkpoint, demos, config, env, adapt_minutes or 0.0, adapt_steps, seed, adapt_mode
             )
         del ckpt  # the weights live in the model now
         rows = np.arange(len(ids), dtype=np.int64)
@@ -319,35 +322,31 @@ def _adapted_head(
     minutes: float,
     max_steps: int | None,
     seed: int,
+    mode: str = "rows",
 ) -> tuple[torch.nn.Module, Any]:
-    """The checkpoint's model with its table extended by the rows of `demos`, those rows fitted (eval/adapt.py)."""
-    from arcpipe.eval.adapt import extend_checkpoint, fit_rows
+    """The checkpoint's model with its table extended by the rows of `demos`, adapted in `mode` (eval/adapt.py)."""
+    from arcpipe.eval.adapt import Hyperparameters, extend_checkpoint, fit
     from arcpipe.models.io import model_from_checkpoint
 
     run = ckpt.get("run_config") or {}
     # the run's global batch when it is known (the batch its embeddings were trained with), within the evaluator's
     batch = min(int(run.get("global_batch_size", config.batch_size)), config.batch_size)
     batch = max(batch // env.world_size, 1) * env.world_size
-    grown = extend_checkpoint(ckpt, len(demos.names), source=checkpoint)
+    grown = extend_checkpoint(ckpt, len(demos.names), source=checkpoint)  # copies: `ckpt` is never changed
     head, _ = model_from_checkpoint(grown, env.device, source=checkpoint, batch_size=batch // env.world_size)
-    stats = fit_rows(
+    stats = fit(
         head,
         demos,
+        mode=mode,
+        hyper=Hyperparameters.of_run(run),
         batch_size=batch,
-        lr=float(run.get("puzzle_emb_lr", 1e-2)),
-        weight_decay=float(run.get("puzzle_emb_weight_decay", 0.1)),
         minutes=minutes,
         max_steps=max_steps,
         seed=seed,
         env=env,
     )
-    log.info(
-        "adapted %d new rows on %d demonstrations: %d steps in %.1f s; loss %.3f -> %.3f, token accuracy %.1f%%, "
-        "exact %.1f%% (last 10%% of steps)",
-        stats.new_rows, stats.demonstrations, stats.steps, stats.seconds, stats.first_loss, stats.last_loss,
-        100 * stats.last_accuracy, 100 * stats.last_exact,
-    )  # fmt: skip
-    return head, stats  # in eval mode again (fit_rows restores the mode)
+    log.info("%s", stats.describe())
+    return head, stats  # in eval mode again (fit restores the mode)
 
 
 def predict(

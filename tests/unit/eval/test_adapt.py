@@ -1,4 +1,5 @@
-"""`arcpipe predict --adapt`: new embedding rows for unseen tasks, fitted on their demonstrations, weights frozen."""
+"""`arcpipe predict --adapt [--adapt-mode MODE]`: unseen tasks get embedding rows, fitted on their demonstrations
+with the rows alone, the rows then every weight, every weight, or low-rank adapters."""
 
 from __future__ import annotations
 
@@ -17,9 +18,13 @@ from arcpipe.data.arc import load_challenges
 from arcpipe.data.dataset import identifiers_sha256, load_split
 from arcpipe.eval.adapt import (
     EMBEDDING_KEY,
+    MODES,
+    Hyperparameters,
+    add_lora,
     demonstrations,
     extend_checkpoint,
     extend_table,
+    fit,
     fit_rows,
     views_per_task,
 )
@@ -56,7 +61,7 @@ def checkpoint(tiny_dataset, tmp_path_factory) -> Path:
         arch_cfg=cfg,
         dataset=meta,
         identifiers_sha256=identifiers_sha256(tiny_dataset),
-        run_config={"global_batch_size": 8, "puzzle_emb_lr": 0.01, "puzzle_emb_weight_decay": 0.1},
+        run_config={"global_batch_size": 8, "puzzle_emb_lr": 0.01, "puzzle_emb_weight_decay": 0.1, "lr": 1e-3},
         step=7,
         epoch=2,
     )
@@ -118,7 +123,8 @@ def test_fitting_moves_only_the_new_rows_and_lowers_the_demonstration_loss(check
     before = {k: v.clone() for k, v in core_of(head).state_dict().items()}
     env = DistEnv(0, 0, 1, torch.device("cpu"))
     stats = fit_rows(head, demos, batch_size=8, lr=0.01, weight_decay=0.1, minutes=5, max_steps=60, seed=0, env=env)
-    assert stats.steps == 60 and stats.new_rows == len(demos.names)
+    assert stats.steps == 60 and stats.new_rows == len(demos.names) and stats.mode == "rows"
+    assert [(p.name, p.steps) for p in stats.phases] == [("rows", 60)]
     assert stats.last_loss < stats.first_loss
     after = core_of(head).state_dict()
     key = EMBEDDING_KEY
@@ -131,28 +137,99 @@ def test_fitting_moves_only_the_new_rows_and_lowers_the_demonstration_loss(check
     assert all(p.requires_grad for p in head.parameters())  # unfrozen again afterwards
 
 
-def test_predict_refuses_unseen_tasks_without_adapt_and_answers_them_with_it(
-    checkpoint, unseen, tiny_dataset, tmp_path
+def test_predict_refuses_unseen_tasks_without_adapt(checkpoint, unseen, tiny_dataset, tmp_path):
+    challenges, _ = unseen
+    with pytest.raises(ArcpipeError, match="--adapt MINUTES"):
+        predict_challenges(
+            challenges, checkpoint, tiny_dataset / "identifiers.json", tmp_path / "r.json", config=CONFIG
+        )
+    assert not (tmp_path / "r.json").exists()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_every_mode_answers_unseen_tasks_reproducibly_and_leaves_the_checkpoint_unchanged(
+    mode, checkpoint, unseen, tiny_dataset, tmp_path
 ):
     challenges, solutions = unseen
     identifiers = tiny_dataset / "identifiers.json"
-    with pytest.raises(ArcpipeError, match="--adapt MINUTES"):
-        predict_challenges(challenges, checkpoint, identifiers, tmp_path / "refused.json", config=CONFIG)
-    assert not (tmp_path / "refused.json").exists()
     digest = hashlib.sha256(checkpoint.read_bytes()).hexdigest()
     outs = []
     for name in ("a.json", "b.json"):
         summary = predict_challenges(
             challenges, checkpoint, identifiers, tmp_path / name, solutions, CONFIG, "cpu", adapt_minutes=5,
-            adapt_steps=5,
+            adapt_steps=6, adapt_mode=mode, seed=3,
         )  # fmt: skip
-        assert summary is not None and summary.adaptation.steps == 5
+        assert summary is not None and summary.adaptation.steps == 6 and summary.adaptation.mode == mode
+        assert sum(p.steps for p in summary.adaptation.phases) == 6
         assert set(summary.pass_at) == {1, 2}
-        outs.append(json.loads((tmp_path / name).read_text()))
-    assert set(outs[0]) == set(UNSEEN)
-    assert all(len(outs[0][t]) == len(json.loads(solutions.read_text())[t]) for t in UNSEEN)
-    assert outs[0] == outs[1]  # the same seed gives the same answers
+        outs.append((tmp_path / name).read_bytes())
+    expected = {"rows": [("rows", 6)], "rows+full": [("rows", 3), ("full", 3)], "full": [("full", 6)]}
+    expected["lora"] = [("lora", 6)]
+    assert [(p.name, p.steps) for p in summary.adaptation.phases] == expected[mode]
+    submission = json.loads(outs[0])
+    assert set(submission) == set(UNSEEN)
+    assert all(len(submission[t]) == len(json.loads(solutions.read_text())[t]) for t in UNSEEN)
+    assert outs[0] == outs[1]  # the same seed gives byte-identical answers
     assert hashlib.sha256(checkpoint.read_bytes()).hexdigest() == digest  # the checkpoint is never written
+
+
+def _grown_head(checkpoint, unseen, tiny_dataset):
+    challenges, _ = unseen
+    identifiers = json.loads((tiny_dataset / "identifiers.json").read_text())
+    demos = demonstrations(load_challenges(challenges), len(identifiers), 3, seed=0)
+    grown = extend_checkpoint(read_weights(checkpoint), len(demos.names), source=checkpoint)
+    head, _ = model_from_checkpoint(grown, "cpu", source=checkpoint, batch_size=8)
+    return head, demos, len(identifiers)
+
+
+@pytest.mark.parametrize("mode", ["full", "rows+full", "lora"])
+def test_modes_that_train_weights_move_them_and_keep_the_trained_rows(mode, checkpoint, unseen, tiny_dataset):
+    head, demos, n = _grown_head(checkpoint, unseen, tiny_dataset)
+    before = {k: v.clone() for k, v in core_of(head).state_dict().items()}
+    env = DistEnv(0, 0, 1, torch.device("cpu"))
+    hyper = Hyperparameters.of_run({"lr": 1e-3})
+    stats = fit(head, demos, mode=mode, hyper=hyper, batch_size=8, minutes=5, max_steps=8, seed=0, env=env)
+    assert stats.steps == 8
+    after = core_of(head).state_dict()
+    assert set(after) == set(before)  # lora's adapters are merged back: the plain model's keys
+    assert torch.equal(after[EMBEDDING_KEY][:n], before[EMBEDDING_KEY][:n])
+    assert not torch.equal(after[EMBEDDING_KEY][n:], before[EMBEDDING_KEY][n:])
+    moved = [k for k in before if k != EMBEDDING_KEY and not torch.equal(after[k], before[k])]
+    assert moved, f"{mode}: no network weight moved"
+    if mode == "lora":  # only the projections inside the blocks
+        assert all(
+            k.endswith(("qkv_proj.weight", "o_proj.weight", "gate_up_proj.weight", "down_proj.weight")) for k in moved
+        )
+    assert all(p.requires_grad and p.grad is None for p in head.parameters())
+
+
+def test_lora_starts_equal_to_the_original_model(checkpoint, unseen, tiny_dataset):
+    head, demos, _ = _grown_head(checkpoint, unseen, tiny_dataset)
+    batch = {
+        "inputs": torch.from_numpy(demos.inputs[:8].astype(np.int32)),
+        "labels": torch.from_numpy(demos.labels[:8].astype(np.int32)),
+        "puzzle_identifiers": torch.from_numpy(demos.example_ids[:8].astype(np.int32)),
+    }
+    head.eval()
+    with torch.no_grad():
+        plain = head(head.initial_carry(batch), batch, return_keys=("logits",))[3]["logits"]
+        torch.manual_seed(0)
+        adapters = add_lora(head, rank=4, alpha=8.0)
+        assert adapters and all(torch.count_nonzero(a.lora_A) > 0 and not a.lora_B.any() for a in adapters)
+        wrapped = head(head.initial_carry(batch), batch, return_keys=("logits",))[3]["logits"]
+    assert torch.equal(plain, wrapped)
+
+
+@pytest.mark.parametrize("mode", ["rows", "rows+full"])
+def test_adaptation_stops_within_its_budget(mode, checkpoint, unseen, tiny_dataset):
+    head, demos, _ = _grown_head(checkpoint, unseen, tiny_dataset)
+    env = DistEnv(0, 0, 1, torch.device("cpu"))
+    hyper = Hyperparameters.of_run({"lr": 1e-3})
+    minutes = 0.03  # 1.8 s: several steps of the tiny model, and a phase switch for rows+full
+    stats = fit(head, demos, mode=mode, hyper=hyper, batch_size=8, minutes=minutes, seed=0, env=env)
+    assert stats.steps > 0 and stats.budget_seconds == minutes * 60
+    assert stats.seconds <= minutes * 60  # the adaptation's own clock, margin and phase switch included
+    assert len(stats.phases) == (2 if mode == "rows+full" else 1)
 
 
 def test_cli_adapt_runs_and_rejects_a_negative_budget(checkpoint, unseen, tiny_dataset, tmp_path, capsys):
@@ -162,3 +239,13 @@ def test_cli_adapt_runs_and_rejects_a_negative_budget(checkpoint, unseen, tiny_d
     assert "--adapt" in capsys.readouterr().err
     assert main([*args, "--out", str(tmp_path / "s.json"), "--adapt", "0.01", "--adapt-steps", "2"]) == 0
     assert set(json.loads((tmp_path / "s.json").read_text())) == set(UNSEEN)
+    assert (
+        main(
+            [*args, "--out", str(tmp_path / "t.json"), "--adapt", "0.01", "--adapt-mode", "lora", "--adapt-steps", "2"]
+        )
+        == 0
+    )
+    with pytest.raises(SystemExit):
+        main([*args, "--out", str(tmp_path / "u.json"), "--adapt", "1", "--adapt-mode", "everything"])
+    err = capsys.readouterr().err
+    assert "--adapt-mode" in err and all(mode in err for mode in MODES)
