@@ -107,5 +107,7 @@ rule bundle_kaggle:
         "logs/bundle_kaggle/{run}/epoch_{epoch}.log",
     conda:
         "../envs/arcpipe.yaml"
+    params:
+        settings=CFG.kaggle.model_dump(mode="json"),  # rebuilt when the `kaggle:` settings change
     script:
         "../workflow/scripts/bundle_kaggle.py"

@@ -308,11 +308,23 @@ class ReportConfig(Strict):
     gpu_hour_price: float = Field(default=2.5, ge=0)  # currency units per GPU hour, for cost estimates
 
 
+class KaggleConfig(Strict):
+    """`snakemake kaggle`: how the offline bundle is made (eval/kaggle.py); which checkpoint goes in is
+    evaluation.kaggle_run / kaggle_epoch."""
+
+    # a folder of wheels to take the bundle's wheels from, offline; None: download them from the package index
+    wheelhouse: str | None = None
+    python: str = Field(default="3.11", pattern=r"^3\.\d+$")  # the Kaggle image's Python, for the wheels' tags
+    adapt_mode: Literal["rows", "rows+full", "full", "lora"] = "rows"  # run.sh's default for unseen tasks
+    adapt_share: float = Field(default=0.7, gt=0, lt=1)  # of run.sh's --minutes; the rest: start-up and predict
+
+
 class WorkflowConfig(Strict):
     datasets: dict[str, DatasetConfig]
     runs: dict[str, RunConfig] = Field(default_factory=dict)
     evaluation: EvaluationConfig = EvaluationConfig()
     report: ReportConfig = ReportConfig()
+    kaggle: KaggleConfig = KaggleConfig()
 
     @model_validator(mode="before")
     @classmethod

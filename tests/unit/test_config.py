@@ -216,3 +216,15 @@ def test_a_bad_selection_or_control_is_one_line_naming_the_field(mistake, tmp_pa
 def test_selection_and_controls_validate_below_the_limits():
     cfg = validate_config({**SHIPPED, "evaluation": {"selection_tasks": 15, "controls": ["blank_puzzle_id"]}})
     assert (cfg.evaluation.selection_tasks, cfg.evaluation.controls) == (15, ["blank_puzzle_id"])
+
+
+def test_the_kaggle_recipe_fits_four_24_gb_gpus_and_twelve_hours():
+    from arcpipe.config import load_config
+
+    cfg = load_config(Path(__file__).resolve().parents[2] / "config/config.yaml")
+    run = cfg.runs["trm-arc2-kaggle"]
+    published = cfg.runs["trm-arc2"]
+    assert run.target == "full" and (run.nodes, run.gpus_per_node) == (1, 4)
+    assert run.global_batch_size == published.global_batch_size  # the published batch, by accumulation
+    assert run.global_batch_size % (run.num_devices * run.micro_batch) == 0 and run.micro_batch <= 57
+    assert run.max_hours is not None and run.max_hours <= 12 and run.epochs % run.eval_interval == 0

@@ -46,4 +46,6 @@ def test_every_run_with_too_few_checkpoints_is_named_on_the_one_line():
     with pytest.raises(ArcpipeError) as err:
         validate_config(raw)
     assert str(err.value).count("\n") == 0
-    assert "run smoke-trm (2), trm-arc1 (10), hrm-arc1 (10), trm-arc2 (10) (epochs" in str(err.value)
+    assert "run smoke-trm (2), trm-arc1 (10), hrm-arc1 (10), trm-arc2 (10), trm-arc2-kaggle (4) (epochs" in str(
+        err.value
+    )

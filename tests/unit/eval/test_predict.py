@@ -17,7 +17,6 @@ import torch
 from arcpipe.cli import main
 from arcpipe.config import ArcpipeError, EvaluationConfig
 from arcpipe.data.dataset import identifiers_sha256, load_split
-from arcpipe.eval.kaggle import make_bundle
 from arcpipe.eval.predict import evaluate_checkpoint, predict, predict_challenges
 from arcpipe.eval.results import load_votes
 from arcpipe.models.io import core_of, save_weights
@@ -261,24 +260,6 @@ def test_predict_refuses_malformed_challenge_grids(checkpoint, tiny_dataset, tmp
     challenges.write_text(json.dumps({"t": {"test": [{"input": [[1, 2], [3]]}]}}))
     with pytest.raises(ArcpipeError, match="task t test 0 input"):
         predict_challenges(challenges, checkpoint, tiny_dataset / "identifiers.json", tmp_path / "s.json")
-
-
-@pytest.mark.slow
-def test_kaggle_bundle_runs_predict_from_its_own_files(checkpoint, tiny_dataset, tmp_path):
-    bundle = make_bundle(checkpoint, tiny_dataset / "identifiers.json", tmp_path / "bundle")
-    names = {p.name for p in bundle.iterdir()}
-    assert {"checkpoint.pt", "identifiers.json", "config.yaml", "run.sh", "requirements.txt", "README.md"} <= names
-    assert "--no-index" in (bundle / "README.md").read_text()
-    pins = (bundle / "requirements.txt").read_text().split()
-    assert any(p.startswith("torch==") for p in pins) and not any("+" in p for p in pins)
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "OMP_NUM_THREADS": "1"}
-    out = tmp_path / "submission.json"
-    cmd = [str(bundle / "run.sh"), str(tiny_dataset / "test_puzzles.json"), str(out), "--device", "cpu"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert json.loads(out.read_text()).keys() == json.loads((tiny_dataset / "test_puzzles.json").read_text()).keys()
-    with pytest.raises(ArcpipeError, match="already exists"):
-        make_bundle(checkpoint, tiny_dataset / "identifiers.json", bundle)
 
 
 def test_the_blank_id_control_is_a_second_pass_with_every_puzzle_embedding_blank(tiny_dataset, tmp_path):
