@@ -181,17 +181,11 @@ WORKER = textwrap.dedent(
     """
 )
 
-BUG = (
-    "eval/adapt.py fit_rows draws ACT halting exploration from torch's global RNG (act.py, no batch['halt_min_steps'])"
-    " after torch.manual_seed(seed) on every rank: each rank draws for its own 4 rows from the same seed, so rank 1"
-    " replays rank 0's draws and neither matches the one process's 8 draws; when a row may halt early (q_halt > 0)"
-    " the rows then take different ACT steps and data, and the fitted rows differ (by 2 * lr, a flipped sign).  The"
-    " trainer avoids this with train.sampler.halt_min_steps(seed, step, rows, ...), keyed by global row"
-)
-
 
 @pytest.mark.slow
-@pytest.mark.parametrize("q_head", ["never", pytest.param("always", marks=pytest.mark.xfail(strict=True, reason=BUG))])
+# "always": rows may halt early, so the halting exploration decides which rows load new data: it is drawn from the
+# step and each row's place in the global batch (train.sampler.halt_min_steps), not from each rank's torch generator
+@pytest.mark.parametrize("q_head", ["never", "always"])
 def test_adapted_rows_are_the_same_in_two_processes_as_in_one(checkpoints, unseen, tiny_dataset, tmp_path, q_head):
     script = tmp_path / "worker.py"
     script.write_text(WORKER)

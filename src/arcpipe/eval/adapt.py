@@ -80,6 +80,7 @@ from arcpipe.models.layers import Block, CastedLinear
 from arcpipe.optim import make_optimizers
 from arcpipe.optim.signsgd import SparseSignSGD
 from arcpipe.train import distributed
+from arcpipe.train.sampler import halt_min_steps
 
 log = logging.getLogger(__name__)
 
@@ -232,8 +233,10 @@ def fit(
     was_training = head.training
     head.train()
     generator = np.random.default_rng([seed, 0xADA97])
-    torch.manual_seed(seed)  # halting exploration and the adapters' init draw from torch's generator
+    torch.manual_seed(seed)  # the adapters' init draws from torch's generator
     local = batch_size // env.world_size
+    act = head.model
+    exploration = float(act.inner.halt_exploration_prob)
     rows_total = len(demos.example_ids)
     history: list[list[float]] = []  # per step: loss sum, count, accuracy sum, exact sum
     phases: list[Phase] = []
@@ -261,6 +264,12 @@ def fit(
                     break
                 rows = generator.integers(0, rows_total, size=batch_size)[env.rank * local : (env.rank + 1) * local]
                 batch = _batch(demos.inputs, demos.labels, demos.example_ids, rows, local, env.device)
+                # halting exploration from the step and each row's place in the global batch, as the trainer draws
+                # it: from each rank's torch generator, ranks would repeat each other's draws and the adapted rows
+                # would depend on the number of processes
+                positions = np.arange(env.rank * local, (env.rank + 1) * local)
+                explore = halt_min_steps(seed, len(history) + 1, positions, exploration, act.max_steps)
+                batch["halt_min_steps"] = torch.from_numpy(explore).to(env.device)
                 if carry is None:
                     carry = head.initial_carry(batch)
                 carry, loss, metrics, _ = head.step(carry, batch)
