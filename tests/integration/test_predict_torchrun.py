@@ -185,7 +185,7 @@ WORKER = textwrap.dedent(
 @pytest.mark.slow
 # "always": rows may halt early, so the halting exploration decides which rows load new data: it is drawn from the
 # step and each row's place in the global batch (train.sampler.halt_min_steps), not from each rank's torch generator
-@pytest.mark.parametrize("q_head", ["never", "always"])
+@pytest.mark.parametrize("q_head", ["always"])  # rows halt early; without early halts the tables match trivially
 def test_adapted_rows_are_the_same_in_two_processes_as_in_one(checkpoints, unseen, tiny_dataset, tmp_path, q_head):
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
