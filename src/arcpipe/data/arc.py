@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from arcpipe.config import ArckitSource, ArcpipeError, DirectorySource, KaggleSource, Source, UrlSource
+from arcpipe.files import atomic_write_many, file_sha256
 
 log = logging.getLogger(__name__)
 
@@ -195,14 +196,6 @@ def parse_grid(value: Any, where: str) -> Grid:
     return array.astype(np.uint8)
 
 
-def file_sha256(path: str | Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def cache_dir() -> Path:
     """Where URL sources are cached: $ARCPIPE_CACHE, else $XDG_CACHE_HOME/arcpipe, else ~/.cache/arcpipe."""
     if os.environ.get("ARCPIPE_CACHE"):
@@ -341,7 +334,6 @@ def _fetch(url: str, sha256: str, what: str) -> Path:
     got = hashlib.sha256(body).hexdigest()
     if got != sha256:
         raise ArcpipeError(f"{url}: sha256 is {got}, the config says {sha256} ({what}); fix the url or the hash")
-    from arcpipe.eval.results import atomic_write_many
 
     atomic_write_many(target.parent, {target.name: body})
     return target

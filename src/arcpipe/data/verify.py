@@ -28,6 +28,7 @@ from arcpipe.data import _kernels as K
 from arcpipe.data.arc import parse_task
 from arcpipe.data.augment import SEPARATOR, parse_identifier
 from arcpipe.data.dataset import FIELDS, Metadata
+from arcpipe.files import file_sha256
 
 log = logging.getLogger(__name__)
 
@@ -511,7 +512,7 @@ class _Verifier:
             rel = str(path.relative_to(self.path))
             # dotfiles are workflow bookkeeping (Snakemake's .snakemake_timestamp), not dataset content
             if path.is_file() and rel not in self.files and path.name != "verify.json" and path.name[0] != ".":
-                self.files[rel] = _sha256(path)
+                self.files[rel] = file_sha256(path)
 
     def _check_checksums(self, previous: dict[str, Any] | None, build: dict[str, Any] | None) -> None:
         self.baseline = None
@@ -566,11 +567,3 @@ def _read_json_or_none(path: Path) -> Any:
         return json.loads(path.read_bytes())
     except (OSError, json.JSONDecodeError, UnicodeDecodeError):
         return None
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            digest.update(block)
-    return digest.hexdigest()

@@ -23,7 +23,8 @@ import torch
 
 from arcpipe.config import ArcpipeError
 from arcpipe.eval.passk import DEFAULT_KS
-from arcpipe.eval.results import atomic_write_many, pool_votes
+from arcpipe.eval.results import pool_votes
+from arcpipe.files import atomic_write_many
 from arcpipe.models.io import _write, read_weights
 
 log = logging.getLogger(__name__)

@@ -25,7 +25,6 @@ The wheels come from the package index at bundle time (`pip download`), or from 
 
 from __future__ import annotations
 
-import hashlib
 import importlib.metadata
 import json
 import logging
@@ -37,6 +36,7 @@ from pathlib import Path
 import yaml
 
 from arcpipe.config import ArcpipeError, KaggleConfig
+from arcpipe.files import file_sha256
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ def make_bundle(
             "python": settings.python,
             "adapt_mode": settings.adapt_mode,
             "adapt_share": settings.adapt_share,
-            "files": {str(p.relative_to(tmp)): _sha256(p) for p in sorted(tmp.rglob("*")) if p.is_file()},
+            "files": {str(p.relative_to(tmp)): file_sha256(p) for p in sorted(tmp.rglob("*")) if p.is_file()},
         }
         (tmp / "bundle.json").write_text(json.dumps(manifest, indent=1) + "\n")
         tmp.rename(out_dir)
@@ -189,11 +189,3 @@ def _version(name: str) -> str:
 
 def _project(wheel: str) -> str:
     return wheel.split("-")[0].lower().replace("_", "-")
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()

@@ -12,7 +12,6 @@ process group (upstream.md 5.7, item 1).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import time
@@ -28,8 +27,9 @@ import torch.distributed as dist
 from arcpipe.config import ArcpipeError, EvaluationConfig
 from arcpipe.eval.depth import CandidateKeys, depth_metrics, score_by_depth
 from arcpipe.eval.passk import load_test_puzzles
-from arcpipe.eval.results import atomic_write_many, evaluate_predictions, load_identifiers, write_results
+from arcpipe.eval.results import evaluate_predictions, load_identifiers, write_results
 from arcpipe.eval.vote import parse_identifiers
+from arcpipe.files import atomic_write_many, file_sha256
 
 log = logging.getLogger(__name__)
 
@@ -468,7 +468,7 @@ def check_sizes(meta: Mapping[str, Any], metadata: Any, checkpoint: Path, datase
 
 def _sha256(path: Path) -> str:
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
+        return file_sha256(path)
     except OSError as err:
         raise ArcpipeError(f"{path}: cannot read identifiers ({err.strerror})") from None
 

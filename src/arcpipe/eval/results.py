@@ -18,8 +18,6 @@ import csv
 import io
 import json
 import logging
-import os
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -41,6 +39,7 @@ from arcpipe.eval.passk import (
     validate_submission,
 )
 from arcpipe.eval.vote import Votes, rank, vote
+from arcpipe.files import atomic_write_many
 
 log = logging.getLogger(__name__)
 
@@ -246,35 +245,6 @@ def pool_votes(paths: Sequence[str | Path], ks: Sequence[int] = DEFAULT_KS) -> t
     q_sum = np.concatenate([v.q_sum[o] for v, g, o in parts])
     pooled = rank(group, grids, count, q_sum, test.num_pairs)
     return score(pooled, test, ks), pooled, test
-
-
-def process_umask() -> int:
-    """This process's umask, read without changing it (os.umask sets it, which would race with other threads)."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0o022
-
-
-def atomic_write_many(out_dir: Path, contents: Mapping[str, bytes]) -> None:
-    """Write each name -> bytes to a temporary file in out_dir, then rename them in the given order."""
-    temps: dict[str, str] = {}
-    try:
-        for name, data in contents.items():
-            fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=out_dir)
-            temps[name] = tmp
-            os.fchmod(fd, 0o666 & ~process_umask())  # as open() would create it, not mkstemp's owner-only 0600
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-        for name, tmp in temps.items():
-            os.replace(tmp, out_dir / name)
-    finally:
-        for tmp in temps.values():
-            if os.path.exists(tmp):
-                os.unlink(tmp)
 
 
 # --------------------------------------------------------------------------------------------------------------

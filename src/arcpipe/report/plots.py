@@ -16,7 +16,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter  # noqa: E402
 
-from arcpipe.eval.results import atomic_write_many  # noqa: E402
+from arcpipe.files import atomic_write_many  # noqa: E402
 
 log = logging.getLogger(__name__)
 

@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from arcpipe.config import ArcpipeError
+from arcpipe.files import atomic_write_many
 from arcpipe.report.tables import SELECTED_ON_TEST, load_evaluations, write_table
 
 
@@ -119,7 +120,6 @@ def render_selection(
 
 def write_selection(out_dir: str | Path, table: pd.DataFrame, chosen: dict[str, dict], n: int, main_k: int = 2):
     """Write `selection_table`'s table and held-out tasks: selection.{csv,md,html} and selection_tasks.json."""
-    from arcpipe.eval.results import atomic_write_many
 
     out_dir = Path(out_dir)
     by_set: dict[tuple[str, ...], list[str]] = {}

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from arcpipe.config import ArcpipeError
-from arcpipe.eval.results import atomic_write_many
+from arcpipe.files import atomic_write_many
 
 if TYPE_CHECKING:
     from arcpipe.config import WorkflowConfig

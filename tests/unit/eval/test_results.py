@@ -15,7 +15,6 @@ from conftest import tasks
 from arcpipe.config import ArcpipeError
 from arcpipe.eval.passk import load_tasks_from_json, score
 from arcpipe.eval.results import (
-    atomic_write_many,
     evaluate_predictions,
     load_votes,
     pool_votes,
@@ -23,6 +22,7 @@ from arcpipe.eval.results import (
 )
 from arcpipe.eval.synthetic import synthetic_predictions
 from arcpipe.eval.vote import vote
+from arcpipe.files import atomic_write_many
 
 X, Y, W = [[1, 2], [3, 4]], [[5, 6], [7, 8]], [[5, 6], [7, 0]]
 FILES = ["metrics.json", "per_puzzle.csv", "submission.json", "votes.npz"]
