@@ -1,0 +1,35 @@
+"""What every config model and check builds on: the user-input error, the strict base model, and the way a
+validator turns problems into located pydantic errors."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from difflib import get_close_matches
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic_core import InitErrorDetails, PydanticCustomError
+
+
+class ArcpipeError(ValueError):
+    """An error in user input; the CLI prints each line of it as `arcpipe: error: ...` and exits non-zero."""
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)  # a typo is an error, not a default
+
+
+def invalid(title: str, problems: Iterable[tuple[tuple[str, ...], str, Any]]) -> ValidationError:
+    # raised inside a validator, pydantic puts the validator's own location before each of these: one line each
+    return ValidationError.from_exception_data(title, [custom_error(loc, msg, value) for loc, msg, value in problems])
+
+
+def custom_error(loc: tuple[str, ...], message: str, value: Any) -> InitErrorDetails:
+    return InitErrorDetails(
+        type=PydanticCustomError("arcpipe", "{message}", {"message": message}), loc=loc, input=value
+    )
+
+
+def did_you_mean(key: str, candidates: Iterable[str], otherwise: str) -> str:
+    close = get_close_matches(key, list(candidates), n=1)
+    return f"; did you mean {close[0]}?" if close else otherwise

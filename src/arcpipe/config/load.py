@@ -1,0 +1,106 @@
+"""Reading a config file and validating it once at the edge: for the CLI and every job (`load_config`), and for
+the Snakefile (`workflow_config`); each problem becomes one `source: field=value: problem` line, with a
+did-you-mean for a misspelt key."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, get_args
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from arcpipe.config.base import ArcpipeError, Strict, did_you_mean
+from arcpipe.config.workflow import WorkflowConfig
+
+
+def load_config(path: str | Path) -> WorkflowConfig:
+    """Read and validate a config file; errors name the file and the field."""
+    return validate_config(read_config_yaml(path), source=str(path))
+
+
+def read_config_yaml(path: str | Path) -> Any:
+    """A config file's YAML, unvalidated; errors name the file."""
+    path = Path(path)
+    try:
+        return yaml.safe_load(path.read_text())
+    except OSError as err:
+        raise ArcpipeError(f"{path}: cannot read config ({err.strerror})") from None
+    except yaml.YAMLError as err:
+        raise ArcpipeError(f"{path}: not valid YAML ({err})") from None
+
+
+def validate_config(raw: Any, source: str = "config") -> WorkflowConfig:
+    """The validated config, else an ArcpipeError of one `source: field: problem` line per problem."""
+    try:
+        return WorkflowConfig.model_validate(raw)
+    except ValidationError as err:
+        raise ArcpipeError("\n".join(f"{source}: {problem}" for problem in validation_problems(err))) from None
+
+
+def workflow_config(
+    config: Mapping[str, Any],
+    configfiles: Iterable[str | Path],
+    cli_configfiles: Iterable[str | Path],
+    cli_config: Mapping[str, Any],
+) -> WorkflowConfig:
+    """`validate_config` for the Snakefile: a bad config stops Snakemake with one line per problem and nothing else.
+
+    Errors name where the config came from, in Snakemake's merge order: the Snakefile's configfile, --configfile
+    files (Snakemake lists them in `configfiles` too), --config values. SystemExit is what Snakemake prints as its
+    bare message; an exception would add a traceback and Snakemake's own frame.
+    """
+    cli_files = list(cli_configfiles)
+    files = [path for path in configfiles if path not in cli_files] + cli_files
+    source = " + ".join([*dict.fromkeys(map(_shown, files)), *(["--config"] if cli_config else [])]) or "config"
+    try:
+        return validate_config(dict(config), source)
+    except ArcpipeError as err:
+        raise SystemExit(str(err)) from None
+
+
+def validation_problems(err: ValidationError) -> list[str]:
+    """One `field=value: problem` per error: the dotted field path, the value given, what is wrong and the fix."""
+    problems = []
+    for e in err.errors():
+        loc = [p for p in e["loc"] if not _is_union_tag(p)]
+        where = ".".join(map(str, loc))
+        msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "extra_forbidden":
+            fallback = " (check its spelling against the README's config reference)"
+            msg = "unknown key" + did_you_mean(str(loc[-1]), _keys_beside(err.title, e["loc"]), fallback)
+        if where and e["type"] != "missing" and isinstance(e["input"], (str, int, float, bool, type(None))):
+            where += f"={e['input']!r}"
+        problems.append(f"{where}: {msg}" if where else msg)
+    return problems
+
+
+def format_validation_error(err: ValidationError) -> str:
+    """All problems of a ValidationError on one line."""
+    return "; ".join(validation_problems(err))
+
+
+def _shown(path: str | Path) -> str:
+    relative = os.path.relpath(path)  # Snakemake makes --configfile paths absolute
+    return str(path) if relative.startswith("..") else relative
+
+
+def _keys_beside(title: str, loc: tuple[int | str, ...]) -> list[str]:
+    """The keys allowed where `loc` ends, walking the models from the one named `title`."""
+    models = {cls.__name__: cls for cls in Strict.__subclasses__()}
+    node: Any = models.get(title)
+    for part in loc[:-1]:
+        if part in models:  # a source: pydantic names the member it picked
+            node = models[str(part)]
+        elif isinstance(node, type) and issubclass(node, BaseModel):
+            node = node.model_fields[str(part)].annotation
+        else:  # dict[str, X] or list[X]: the key or index leads to an X
+            node = get_args(node)[-1]
+    return list(node.model_fields) if isinstance(node, type) and issubclass(node, BaseModel) else []
+
+
+def _is_union_tag(part: Any) -> bool:
+    # pydantic puts the union member's class name into the error location; it only adds noise
+    return isinstance(part, str) and part[:1].isupper() and part.endswith("Source")

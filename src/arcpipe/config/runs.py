@@ -1,0 +1,221 @@
+"""A run: what it trains (dataset, arch, preset and arch_overrides, checked against the arch's own config in
+`arcpipe.models.configs`), its schedule of checkpoints and training jobs, and the devices it runs on; and which of
+its fields may change between segments without changing what training computes."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import (
+    Field,
+    SerializerFunctionWrapHandler,
+    StrictInt,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails
+
+from arcpipe.config.base import Strict, custom_error, did_you_mean, invalid
+
+
+class RunConfig(Strict):
+    dataset: str
+    arch: Literal["trm", "hrm", "urm", "transformer"]
+    preset: str
+    arch_overrides: dict[str, Any] = Field(default_factory=dict)  # upstream arch field names: H_cycles, ...
+    target: Literal["smoke", "full"]
+
+    epochs: int = Field(gt=0)  # required: no None default
+    eval_interval: int = Field(gt=0)  # epochs between checkpoints
+    segment_evals: int = Field(default=1, gt=0)  # evaluation boundaries per training job
+    global_batch_size: int = Field(default=768, gt=0)  # examples per optimizer step, always
+    micro_batch_size: int | None = Field(default=None, gt=0)  # per device; None: global / devices
+
+    lr: float = Field(default=1e-4, gt=0)
+    lr_min_ratio: float = Field(default=1.0, ge=0, le=1)
+    lr_warmup_steps: int = Field(default=2000, ge=0)
+    beta1: float = 0.9
+    beta2: float = 0.95
+    weight_decay: float = Field(default=0.1, ge=0)
+    puzzle_emb_lr: float = Field(default=1e-2, ge=0)
+    puzzle_emb_weight_decay: float = Field(default=0.1, ge=0)
+    optimizer: Literal["adam_atan2", "muon"] = "adam_atan2"
+    ema: bool = False
+    ema_rate: float = Field(default=0.999, gt=0, lt=1)
+    seed: int = 0
+    # `seeds: [0, 1, 2]` instead of `seed`: WorkflowConfig expands the run into runs {run}-s0, {run}-s1, ... (each
+    # with its own outputs and W&B run) whose seed_group is {run}; the report aggregates each group over seeds
+    seeds: list[StrictInt] | None = Field(default=None, exclude=True)
+    seed_group: str | None = None  # dumped only when set: runs without seeds hash and compare as before
+
+    nodes: int = Field(default=1, gt=0)
+    gpus_per_node: int = Field(default=0, ge=0)  # 0: CPU
+    compile: bool | None = None  # None: on for CUDA only
+    max_hours: float | None = Field(default=None, gt=0)  # cap on cumulative training time
+    side_checkpoint_minutes: float = Field(default=10.0, gt=0)  # resume point inside a segment
+    # auto: online when the job has WANDB_API_KEY, else offline (train/tracking.py); WANDB_MODE in the environment wins
+    wandb: Literal["auto", "online", "offline", "disabled"] = "disabled"
+    wandb_project: str = "arcpipe"
+    # rehearsal only (config/rehearsal.yaml): jobs are shaped and scheduled as GPU jobs (nodes x gpus_per_node),
+    # but every "GPU" is a CPU process (gloo); the logs say so. Never set it for a real run.
+    simulate_gpus: bool = False
+
+    # evaluation of each checkpoint: its own job, on GPUs whenever the run trains on GPUs
+    eval_gpus: int | None = Field(default=None, ge=0)  # None: 1 if gpus_per_node > 0, else 0 (CPU)
+    eval_batch_size: int | None = Field(default=None, gt=0)  # None: evaluation.batch_size
+    eval_runtime_minutes: int | None = Field(default=None, gt=0)  # None: estimated from the test split
+
+    # the registry imports torch (seconds): only validating a run loads it, never `import arcpipe.config`
+    @field_validator("preset")
+    @classmethod
+    def _preset_of_arch(cls, preset: str, info: ValidationInfo) -> str:
+        from arcpipe.models.configs import PRESETS
+
+        arch = info.data.get("arch")  # absent when the arch itself is wrong: reported there
+        if arch is not None and preset not in PRESETS[arch]:
+            raise ValueError(f"not a preset of {arch} (presets: {', '.join(sorted(PRESETS[arch]))})")
+        return preset
+
+    @field_validator("arch_overrides")
+    @classmethod
+    def _overrides_fit_arch(cls, overrides: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        if "arch" not in info.data or "preset" not in info.data:
+            return overrides
+        errors = _arch_errors(info.data["arch"], info.data["preset"], overrides)
+        if errors:
+            # raised inside a validator, each error keeps its location: runs.<run>.arch_overrides.<field>
+            raise ValidationError.from_exception_data("arch_overrides", errors)
+        return overrides
+
+    @model_validator(mode="after")
+    def _boundaries(self) -> RunConfig:
+        problems = []
+        if self.epochs % self.eval_interval:
+            problems.append(
+                f"epochs={self.epochs} is not a multiple of eval_interval={self.eval_interval}: "
+                "the final model would not be saved; make epochs a multiple of eval_interval"
+            )
+        elif self.num_evaluations % self.segment_evals:
+            problems.append(
+                f"segment_evals={self.segment_evals} does not divide the {self.num_evaluations} evaluations "
+                f"(epochs / eval_interval); pick a divisor of {self.num_evaluations}"
+            )
+        devices = self.nodes * max(self.gpus_per_node, 1)
+        micro = self.micro_batch_size or self.global_batch_size // devices
+        if micro == 0 or self.global_batch_size % (devices * micro):
+            problems.append(
+                f"global_batch_size={self.global_batch_size} is not divisible by nodes x gpus_per_node x "
+                f"micro_batch_size = {self.nodes} x {max(self.gpus_per_node, 1)} x {micro}; "
+                "change global_batch_size or micro_batch_size"
+            )
+        if problems:
+            raise invalid("RunConfig", [((), problem, self) for problem in problems])
+        return self
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data = handler(self)
+        if self.seed_group is None:
+            data.pop("seed_group", None)
+        return data
+
+    @property
+    def uses_gpus(self) -> bool:
+        """The run's jobs ask the scheduler for GPUs (also when they are simulated)."""
+        return self.gpus_per_node > 0
+
+    @property
+    def cuda(self) -> bool:
+        """Training and evaluation run on CUDA (GPUs asked for and not simulated)."""
+        return self.uses_gpus and not self.simulate_gpus
+
+    @property
+    def evaluation_gpus(self) -> int:
+        return self.eval_gpus if self.eval_gpus is not None else int(self.uses_gpus)
+
+    @property
+    def num_evaluations(self) -> int:
+        return self.epochs // self.eval_interval
+
+    @property
+    def num_devices(self) -> int:
+        return self.nodes * max(self.gpus_per_node, 1)
+
+    @property
+    def micro_batch(self) -> int:
+        return self.micro_batch_size or self.global_batch_size // self.num_devices
+
+    @property
+    def grad_accum_steps(self) -> int:
+        return self.global_batch_size // (self.num_devices * self.micro_batch)
+
+    def boundaries(self) -> list[int]:
+        """Cumulative epochs at which a checkpoint is written."""
+        return [self.eval_interval * (i + 1) for i in range(self.num_evaluations)]
+
+    def segment_ends(self) -> list[int]:
+        """Cumulative epochs at which each training job (segment) ends."""
+        return self.boundaries()[self.segment_evals - 1 :: self.segment_evals]
+
+
+def _arch_errors(arch: str, preset: str, overrides: Mapping[str, Any]) -> list[InitErrorDetails]:
+    """What `make_arch_config(arch, preset, overrides)` would reject, located at each override's field."""
+    from arcpipe.models.configs import CONFIGS, PRESETS
+
+    fields = sorted(set(CONFIGS[arch].model_fields) - {"name"})
+    errors = [
+        custom_error(
+            (key,), f"not a field of {arch}" + did_you_mean(key, fields, f" (fields: {', '.join(fields)})"), value
+        )
+        for key, value in overrides.items()
+        if key not in fields
+    ]
+    known = {key: value for key, value in overrides.items() if key in fields}
+    try:
+        CONFIGS[arch].model_validate({**PRESETS[arch][preset], **known, "name": arch})
+    except ValidationError as err:
+        errors += [
+            InitErrorDetails(type=e["type"], loc=e["loc"], input=e["input"], ctx=e.get("ctx", {})) for e in err.errors()
+        ]
+    return errors
+
+
+def cost_per_hour(run: RunConfig, price: float) -> float:
+    return math.prod((run.nodes, run.gpus_per_node, price))
+
+
+# fields of a run that only say how it is executed or evaluated: they may change between segments (and after
+# checkpoints exist) without changing what training computes
+EXECUTION_FIELDS = frozenset(
+    {
+        "nodes",
+        "gpus_per_node",
+        "micro_batch_size",
+        "compile",
+        "max_hours",
+        "side_checkpoint_minutes",
+        "wandb",
+        "wandb_project",
+        "segment_evals",
+        "target",
+        "epochs",
+        "simulate_gpus",
+        "eval_gpus",
+        "eval_batch_size",
+        "eval_runtime_minutes",
+        "seed_group",  # a label the report groups by
+    }
+)
+
+
+def training_changes(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """`field: old -> new` for every field of two run configs (model_dump) that changes what training computes."""
+    differing = sorted(
+        k for k in current.keys() | saved.keys() if k not in EXECUTION_FIELDS and saved.get(k) != current.get(k)
+    )
+    return [f"{k}: {saved.get(k)!r} -> {current.get(k)!r}" for k in differing]

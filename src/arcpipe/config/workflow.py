@@ -1,0 +1,135 @@
+"""The whole config file: datasets x runs (each `seeds` list expanded into one run per seed), evaluation, report
+and Kaggle, and the checks that cross them: references between sections and limits that depend on more than one
+section. `config/schema.json` is this model's JSON schema."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from pydantic import Field, field_validator, model_validator
+
+from arcpipe.config.base import Strict, invalid
+from arcpipe.config.datasets import DatasetConfig
+from arcpipe.config.evaluation import EvaluationConfig, KaggleConfig, ReportConfig
+from arcpipe.config.runs import RunConfig
+
+log = logging.getLogger("arcpipe.config")
+
+MAX_EVALUATIONS = 200  # more boundaries than this only warns: each checkpoint costs disk
+
+
+class WorkflowConfig(Strict):
+    datasets: dict[str, DatasetConfig]
+    runs: dict[str, RunConfig] = Field(default_factory=dict)
+    evaluation: EvaluationConfig = EvaluationConfig()
+    report: ReportConfig = ReportConfig()
+    kaggle: KaggleConfig = KaggleConfig()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _expand_seeds(cls, data: Any) -> Any:
+        """Each run with `seeds: [a, b]` becomes runs `{run}-s{a}`, `{run}-s{b}` in its place, with `seed: a` or b
+        and `seed_group: {run}`; every later check, and every job, sees only the expanded runs."""
+        runs = data.get("runs") if isinstance(data, dict) else None
+        if not isinstance(runs, dict):
+            return data
+        problems, expanded = [], {}
+        for name, body in runs.items():
+            seeds = body.get("seeds") if isinstance(body, dict) else None
+            if not isinstance(seeds, list) or not all(type(seed) is int for seed in seeds):
+                expanded[name] = body  # no seeds, or not a list of integers: RunConfig's own field reports it
+                continue
+            duplicates = sorted({seed for seed in seeds if seeds.count(seed) > 1})
+            if not seeds:
+                problems.append(f"runs.{name}.seeds: empty; list at least one seed, or remove seeds")
+            if duplicates:
+                problems.append(f"runs.{name}.seeds={seeds}: {_seeds_listed_twice(duplicates)}; list each seed once")
+            for key in ("seed", "seed_group"):
+                if key in body:
+                    problems.append(
+                        f"runs.{name}: {key}={body[key]!r} and seeds={seeds} are both set; "
+                        f"remove {key} (seeds expands into one run per seed, grouped under {name})"
+                    )
+            rest = {key: value for key, value in body.items() if key != "seeds"}
+            for seed in seeds:
+                if f"{name}-s{seed}" in runs:
+                    problems.append(
+                        f"runs.{name}.seeds: seed {seed} makes run {name}-s{seed}, which is already declared under "
+                        "runs; rename one of them"
+                    )
+                expanded[f"{name}-s{seed}"] = {**rest, "seed": seed, "seed_group": name}
+        if problems:
+            raise invalid("WorkflowConfig", [((), problem, runs) for problem in problems])
+        return {**data, "runs": expanded}
+
+    @field_validator("datasets", "runs")
+    @classmethod
+    def _names(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for name in value:
+            if not name.replace("-", "").replace("_", "").replace(".", "").isalnum():
+                raise ValueError(f"name {name!r} may hold only letters, digits, '-', '_' and '.'")
+        return value
+
+    @model_validator(mode="after")
+    def _references(self) -> WorkflowConfig:
+        problems = []
+        for name, run in self.runs.items():
+            if run.dataset not in self.datasets:
+                problems.append(
+                    f"runs.{name}.dataset={run.dataset!r} is not declared under datasets "
+                    f"(declared: {', '.join(sorted(self.datasets))})"
+                )
+        last = self.evaluation.ensemble_last
+        short = [
+            f"{name} ({run.num_evaluations})" for name, run in self.runs.items() if run.num_evaluations < (last or 0)
+        ]
+        if short:
+            problems.append(
+                f"evaluation.ensemble_last={last} is more than the checkpoints of run {', '.join(short)} "
+                "(epochs / eval_interval); lower ensemble_last"
+            )
+        kaggle = self.evaluation.kaggle_run
+        if kaggle is not None and kaggle not in self.runs:
+            problems.append(f"evaluation.kaggle_run={kaggle!r} is not a run (runs: {', '.join(sorted(self.runs))})")
+        elif (
+            kaggle is not None
+            and self.evaluation.kaggle_epoch is not None
+            and self.evaluation.kaggle_epoch not in self.runs[kaggle].boundaries()
+        ):
+            problems.append(
+                f"evaluation.kaggle_epoch={self.evaluation.kaggle_epoch} is not a checkpoint of run {kaggle} "
+                f"(multiples of eval_interval={self.runs[kaggle].eval_interval})"
+            )
+        held_out = self.evaluation.selection_tasks
+        for name in sorted({run.dataset for run in self.runs.values()} & set(self.datasets)):
+            # max_puzzles caps the test subset, so a dataset never has more test tasks than that
+            most = self.datasets[name].max_puzzles
+            if held_out and most is not None and held_out >= most:
+                problems.append(
+                    f"evaluation.selection_tasks={held_out} leaves no test task to report on: dataset {name} has at "
+                    f"most max_puzzles={most}; lower selection_tasks"
+                )
+        if problems:
+            raise invalid("WorkflowConfig", [((), problem, self) for problem in problems])
+        for name, run in self.runs.items():
+            if run.num_evaluations > MAX_EVALUATIONS:
+                log.warning(
+                    "runs.%s has %d evaluations (> %d): each checkpoint is a full copy of the weights on disk",
+                    name,
+                    run.num_evaluations,
+                    MAX_EVALUATIONS,
+                )
+        return self
+
+    def runs_for(self, target: str) -> list[str]:
+        return [name for name, run in self.runs.items() if run.target == target]
+
+
+def json_schema() -> dict[str, Any]:
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **WorkflowConfig.model_json_schema()}
+
+
+def _seeds_listed_twice(duplicates: list[int]) -> str:
+    listed = ", ".join(map(str, duplicates))
+    return f"seed {listed} is listed twice" if len(duplicates) == 1 else f"seeds {listed} are listed twice"
