@@ -27,6 +27,7 @@ import pandas as pd
 import pytest
 import yaml
 from scratch import ROOT, snakemake
+from smoke_fingerprints import fingerprints
 
 from arcpipe.eval.passk import load_tasks_from_json, validate_submission
 from arcpipe.eval.vote import parse_identifiers
@@ -59,6 +60,28 @@ def _metrics(work: Path, run: str, checkpoint: str) -> dict:
 
 def _passk(work: Path) -> pd.DataFrame:
     return pd.read_csv(work / "results/report/passk.csv")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# the record: every result byte-identical to the recording made before the evaluation and report were restructured
+
+
+def test_every_result_matches_the_recorded_fingerprints(research):
+    """tests/data/smoke_research_fingerprints.json was written by tests/workflow/smoke_fingerprints.py from this run
+    (same overlay) on the code before the change; times are left out of both. A change that moves a single byte of
+    a metrics file, submission, vote file or report table fails here. Re-record only for a deliberate change of
+    results, and say so in the commit."""
+    recorded = json.loads((ROOT / "tests/data/smoke_research_fingerprints.json").read_text())
+    now = fingerprints(research)
+    if now["checkpoints"] != recorded["checkpoints"]:
+        differ = sorted(k for k in recorded["checkpoints"] if now["checkpoints"].get(k) != recorded["checkpoints"][k])
+        pytest.skip(
+            f"trained weights differ from the recording ({differ[0]}...): another CPU's kernels round "
+            "differently, so the evaluation outputs cannot be compared byte for byte on this machine"
+        )
+    assert sorted(now["outputs"]) == sorted(recorded["outputs"]), "the set of result files changed"
+    changed = sorted(k for k, v in recorded["outputs"].items() if now["outputs"][k] != v)
+    assert not changed, f"results changed: {changed}"
 
 
 # --------------------------------------------------------------------------------------------------------------
