@@ -71,7 +71,7 @@ def _add_doctor(stages: argparse._SubParsersAction) -> None:
 
 
 def _doctor(args: argparse.Namespace) -> int:
-    from arcpipe.doctor import doctor
+    from arcpipe.doctor.report import doctor
 
     return doctor(args.config, args.run, args.results, measure=not args.no_steps)
 

@@ -181,7 +181,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         if args.run not in cfg.runs:
             parser.error(f"{args.config}: no run {args.run!r}")
         args.nodes, args.gpus_per_node = cfg.runs[args.run].nodes, cfg.runs[args.run].gpus_per_node
-        from arcpipe.doctor import shm_problem
+        from arcpipe.doctor.shm import shm_problem
 
         problem = shm_problem(cfg.runs[args.run], args.run)  # NCCL would fail minutes later, less clearly
         if problem:

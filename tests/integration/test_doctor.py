@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from arcpipe.config import load_config
-from arcpipe.doctor import fitting_micro_batch
+from arcpipe.doctor.measure import fitting_micro_batch
 
 ROOT = Path(__file__).resolve().parents[2]
 SENTINEL = "arcpipe-doctor-sentinel-key-0123456789"

@@ -22,7 +22,7 @@ import torch
 
 from arcpipe.config import ArcpipeError, load_config
 from arcpipe.data.dataset import load_split
-from arcpipe.doctor import backends, first_calls
+from arcpipe.doctor.backends import backends, first_calls
 from arcpipe.train.loop import Trainer
 from arcpipe.train.sampler import collate, plan_pass
 

@@ -1,0 +1,185 @@
+"""Measured on this device with synthetic batches of an ARC dataset's shape: one training step and one evaluation
+pass (examples/s, peak memory), and on CUDA the largest micro-batch that fits the GPU and the `micro_batch_size`
+that reaches the run's global batch with it. Running out of memory is a result here (`OutOfMemory`), not a crash."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from arcpipe.config import ArcpipeError, RunConfig, WorkflowConfig
+
+FIT_HEADROOM = 0.9  # the largest micro-batch may use this share of the GPU's memory
+
+
+ARC_SEQ_LEN, ARC_VOCAB = 900, 12  # every arcpipe dataset: 30 x 30 canvas, PAD EOS and 10 colours
+
+
+def fitting_micro_batch(run: RunConfig, fit: int) -> int:
+    """The largest micro-batch <= `fit` that divides the global batch over the run's devices."""
+    per_device = run.global_batch_size // run.num_devices
+    return max(m for m in range(1, min(fit, per_device) + 1) if per_device % m == 0)
+
+
+def puzzle_identifiers(cfg: WorkflowConfig, run: RunConfig, results: Path) -> tuple[int, str]:
+    """The dataset's puzzle-embedding rows (its metadata when built, else an estimate) and a note saying which."""
+    import json
+
+    meta = results / "data" / run.dataset / "train" / "dataset.json"
+    if meta.is_file():
+        return int(json.loads(meta.read_text())["num_puzzle_identifiers"]), ""
+    dataset = cfg.datasets[run.dataset]
+    per_source = dataset.max_puzzles or 1000  # ARC subsets hold 100-1000 puzzles
+    return 1 + len(dataset.sources) * per_source * (dataset.num_aug + 1), ", estimated: dataset not built"
+
+
+class OutOfMemory(Exception):
+    pass
+
+
+def _model(run: RunConfig, arch_cfg: Any, device: Any, batch: int, ids: int):  # noqa: ANN202
+    from arcpipe.models.registry import build_model
+    from arcpipe.optim import make_optimizers
+
+    head = build_model(
+        arch_cfg, vocab_size=ARC_VOCAB, seq_len=ARC_SEQ_LEN, num_puzzle_identifiers=ids, batch_size=batch, device=device
+    )
+    optimizers = make_optimizers(
+        head,
+        lr=run.lr,
+        puzzle_emb_lr=run.puzzle_emb_lr,
+        weight_decay=run.weight_decay,
+        puzzle_emb_weight_decay=run.puzzle_emb_weight_decay,
+        betas=(run.beta1, run.beta2),
+        optimizer=run.optimizer,
+    )
+    return head, optimizers
+
+
+def _batch(batch: int, ids: int, device: Any, seed: int = 0) -> dict[str, Any]:
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    inputs = torch.randint(2, ARC_VOCAB, (batch, ARC_SEQ_LEN), generator=g, dtype=torch.int32)
+    return {
+        "inputs": inputs.to(device),
+        "labels": torch.randint(2, ARC_VOCAB, (batch, ARC_SEQ_LEN), generator=g, dtype=torch.int32).to(device),
+        "puzzle_identifiers": torch.randint(1, max(ids, 2), (batch,), generator=g, dtype=torch.int32).to(device),
+    }
+
+
+def step_figures(run: RunConfig, arch_cfg: Any, device: Any, batch: int, ids: int, steps: int = 2) -> dict[str, float]:
+    """Training steps (forward, backward, optimizer) at micro-batch `batch`: examples/s after one warm-up, peak."""
+    import torch
+
+    _reset_peak(device)
+    try:
+        head, optimizers = _model(run, arch_cfg, device, batch, ids)
+        data = _batch(batch, ids, device)
+        carry = head.initial_carry(data)
+        times = []
+        for _ in range(steps + 1):
+            _sync(device)
+            t0 = time.perf_counter()
+            carry, loss, _, _ = head.step(carry, data)
+            (loss / batch).backward()
+            for optimizer, _ in optimizers:
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+            _sync(device)
+            times.append(time.perf_counter() - t0)
+        if not torch.isfinite(loss).item():
+            raise ArcpipeError(f"{run.arch}/{run.preset}: the training loss is not finite on {device}")
+    except torch.OutOfMemoryError:
+        raise OutOfMemory from None
+    finally:
+        head = optimizers = carry = None  # noqa: F841  (free before the next probe)
+        _empty(device)
+    step_s = sum(times[1:]) / steps
+    return {"examples_per_s": batch / step_s, "step_s": step_s, "peak_gb": _peak_gb(device), "batch": batch}
+
+
+def eval_figures(run: RunConfig, arch_cfg: Any, device: Any, ids: int) -> dict[str, float]:
+    """One evaluation pass (inference mode, every ACT step to halt_max_steps) at the run's evaluation batch."""
+    import torch
+
+    from arcpipe.models.registry import build_model
+
+    batch = min(run.eval_batch_size or run.micro_batch, run.micro_batch)
+    _reset_peak(device)
+    head = build_model(
+        arch_cfg, vocab_size=ARC_VOCAB, seq_len=ARC_SEQ_LEN, num_puzzle_identifiers=ids, batch_size=batch, device=device
+    )
+    head.eval()
+    data = _batch(batch, ids, device)
+    with torch.inference_mode():
+        for _ in range(2):  # a warm-up pass, then the timed one
+            carry = head.initial_carry(data)
+            _sync(device)
+            t0 = time.perf_counter()
+            act_steps = 0
+            for _ in range(head.model.max_steps):
+                carry, _, _, _ = head.step(carry, data)
+                act_steps += 1
+            _sync(device)
+            seconds = time.perf_counter() - t0
+    del head, carry
+    _empty(device)
+    return {"examples_per_s": batch / seconds, "batch": batch, "act_steps": act_steps, "peak_gb": _peak_gb(device)}
+
+
+def largest_micro_batch(run: RunConfig, arch_cfg: Any, device: Any, ids: int) -> int:
+    """The largest training micro-batch whose step fits FIT_HEADROOM of this GPU's memory (0: none)."""
+    import torch
+
+    total = torch.cuda.get_device_properties(device).total_memory / 2**30 * FIT_HEADROOM
+
+    def fits(batch: int) -> tuple[bool, float]:
+        try:
+            peak = step_figures(run, arch_cfg, device, batch, ids, steps=1)["peak_gb"]
+        except OutOfMemory:
+            return False, float("inf")
+        return peak <= total, peak
+
+    ok, peak1 = fits(1)
+    if not ok:
+        return 0
+    ok2, peak2 = fits(2)
+    if not ok2:
+        return 1
+    per_example = max(peak2 - peak1, 1e-6)
+    guess = max(2, int((total - (peak1 - per_example)) / per_example))  # memory is affine in the micro-batch
+    while guess > 2 and not fits(guess)[0]:
+        guess = int(guess * 0.9)
+    return guess
+
+
+def _sync(device: Any) -> None:
+    import torch
+
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _reset_peak(device: Any) -> None:
+    import torch
+
+    if torch.device(device).type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+
+
+def _peak_gb(device: Any) -> float | None:
+    import torch
+
+    return torch.cuda.max_memory_allocated(device) / 2**30 if torch.device(device).type == "cuda" else None
+
+
+def _empty(device: Any) -> None:
+    import gc
+
+    import torch
+
+    gc.collect()
+    if torch.device(device).type == "cuda":
+        torch.cuda.empty_cache()

@@ -1,0 +1,147 @@
+"""One run on this machine: its shape against the GPUs here, its code paths, /dev/shm, and (unless skipped) its
+measured steps and largest micro-batch; the rows `arcpipe doctor` prints for it and one line per problem."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from arcpipe.config import WorkflowConfig
+from arcpipe.doctor.backends import backends, compile_check, first_calls
+from arcpipe.doctor.measure import (
+    OutOfMemory,
+    eval_figures,
+    fitting_micro_batch,
+    largest_micro_batch,
+    puzzle_identifiers,
+    step_figures,
+)
+from arcpipe.doctor.shm import shm_need_mb, shm_problem
+
+
+@dataclass
+class RunCheck:
+    name: str
+    rows: list[tuple[str, str]] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    figures: dict[str, Any] = field(default_factory=dict)
+
+
+def check_run(cfg: WorkflowConfig, name: str, env: dict[str, Any], results: Path, measure: bool = True) -> RunCheck:
+    import torch
+
+    from arcpipe.models.configs import make_arch_config
+
+    run = cfg.runs[name]
+    check = RunCheck(name)
+    shape = f"{run.nodes} node(s) x {run.gpus_per_node} GPU(s)" + (" (simulated on CPU)" if run.simulate_gpus else "")
+    check.rows.append(("shape", f"{run.arch}/{run.preset}, {shape}, micro-batch {run.micro_batch}"))
+    if run.cuda and not env["cuda"]:
+        check.problems.append(
+            f"run {name} trains on {run.num_devices} GPU(s) but CUDA is not available here "
+            f"(torch {env['torch']}); run it on a GPU machine, or gpus_per_node: 0 for CPU"
+        )
+        device = None
+    elif run.cuda and run.gpus_per_node > len(env["gpus"]) and run.nodes == 1:
+        check.problems.append(
+            f"run {name} needs {run.gpus_per_node} GPUs on one node; this machine has {len(env['gpus'])}"
+        )
+        device = torch.device("cuda", 0)
+    else:
+        device = torch.device("cuda", 0) if run.cuda else torch.device("cpu")
+
+    probe_device = device or torch.device("cpu")
+    paths = backends(run, probe_device)
+    where = "" if device is not None else " (on CPU; no CUDA here)"
+    check.rows.append(("attention", f"{paths['attention']}: {paths['attention_why']}{where}"))
+    check.rows.append(("optimizer", f"{paths['optimizer']}: {paths['optimizer_why']}{where}"))
+    if device is None:  # what the run would do on its GPUs; nothing to check here
+        paths["compile"] = "on (on CUDA)" if (run.compile if run.compile is not None else run.cuda) else "off"
+    elif paths["compile"] == "on":
+        if env["compile"] is None:  # a CPU run that asks for compile: checked on the CPU
+            env["compile"] = compile_check(str(device))
+        if not env["compile"]["usable"]:
+            check.problems.append(
+                f"run {name} compiles but torch.compile fails here ({env['compile']['error']}); "
+                f"set runs.{name}.compile: false"
+            )
+    check.rows.append(("compile", paths["compile"] + _compile_note(env, paths["compile"])))
+    if device is not None:
+        check.problems += [f"run {name}: {p}" for p in first_calls(device)]
+    check.figures["backends"] = paths
+
+    need = shm_need_mb(run)
+    if need:
+        have = env["shm_mb"]["free"] if env["shm_mb"] else 0.0
+        check.rows.append(("/dev/shm", f"{have:.0f} MB free, the run's {run.gpus_per_node} GPU processes need {need}"))
+        problem = shm_problem(run, name, env["shm_mb"])
+        if problem:
+            check.problems.append(problem)
+    else:
+        check.rows.append(("/dev/shm", "not used (one GPU process per node, or CPU)"))
+
+    arch_cfg = make_arch_config(run.arch, run.preset, run.arch_overrides)
+    ids, ids_note = puzzle_identifiers(cfg, run, results)
+    check.figures["num_puzzle_identifiers"] = ids
+    if not measure:
+        return check
+    if device is None:
+        check.rows.append(("train step", "no CUDA: not measured"))
+        check.rows.append(("eval step", "no CUDA: not measured"))
+        return check
+    try:
+        train = step_figures(run, arch_cfg, device, run.micro_batch, ids)
+        check.rows.append(
+            ("train step", f"{train['examples_per_s']:.1f} examples/s, peak {_gb(train['peak_gb'])} "
+             f"at micro-batch {run.micro_batch} ({paths['dtype']}, eager, {ids:,} puzzle ids{ids_note})")
+        )  # fmt: skip
+        check.figures["train"] = train
+    except OutOfMemory:
+        train = None
+        check.rows.append(("train step", f"out of memory at micro-batch {run.micro_batch}"))
+    evaluation = eval_figures(run, arch_cfg, device, ids)
+    check.figures["eval"] = evaluation
+    check.rows.append(
+        ("eval step", f"{evaluation['examples_per_s']:.1f} examples/s at batch {evaluation['batch']} "
+         f"({evaluation['act_steps']} ACT steps), peak {_gb(evaluation['peak_gb'])}")
+    )  # fmt: skip
+    if device.type != "cuda":
+        check.rows.append(("largest micro-batch", "searched on CUDA only"))
+        return check
+    fit = largest_micro_batch(run, arch_cfg, device, ids)
+    check.figures["largest_micro_batch"] = fit
+    if fit == 0:
+        memory = env["gpus"][0]["memory_gb"]
+        check.problems.append(
+            f"run {name}: not even a micro-batch of 1 fits this GPU ({memory:.0f} GB); use a larger GPU"
+        )
+        return check
+    suggestion = fitting_micro_batch(run, fit)
+    verdict = "fits" if train is not None and run.micro_batch <= fit else "does not fit"
+    check.rows.append(
+        ("largest micro-batch", f"{fit} on this GPU; the run's {run.micro_batch} {verdict}; "
+         f"micro_batch_size: {suggestion} reaches global_batch_size {run.global_batch_size} with "
+         f"{run.global_batch_size // (run.num_devices * suggestion)} accumulation step(s)")
+    )  # fmt: skip
+    if verdict == "does not fit":
+        check.problems.append(
+            f"run {name}: micro-batch {run.micro_batch} does not fit this GPU (at most {fit}); "
+            f"set runs.{name}.micro_batch_size: {suggestion}"
+        )
+    return check
+
+
+def _compile_note(env: dict[str, Any], compile_: str) -> str:
+    if env["compile"] is None or compile_ != "on":
+        return ""
+    return " (usable here)" if env["compile"]["usable"] else " (but unusable here)"
+
+
+def _gb(value: float | None) -> str:
+    """GPU peak memory; on CPU the process's peak RSS so far."""
+    if value is None:
+        import resource
+
+        return f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GB RSS (process)"
+    return f"{value:.2f} GB"
