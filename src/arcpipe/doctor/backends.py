@@ -97,7 +97,7 @@ def backends(run: RunConfig, device: Any) -> dict[str, str]:
     """What preflight.json records: device, dtype, attention path and optimizer backend, each with its reason."""
     import torch
 
-    from arcpipe.models.configs import make_arch_config
+    from arcpipe.config.arch import make_arch_config
     from arcpipe.models.registry import default_forward_dtype
 
     arch_cfg = make_arch_config(run.arch, run.preset, run.arch_overrides)

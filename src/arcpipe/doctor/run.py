@@ -31,7 +31,7 @@ class RunCheck:
 def check_run(cfg: WorkflowConfig, name: str, env: dict[str, Any], results: Path, measure: bool = True) -> RunCheck:
     import torch
 
-    from arcpipe.models.configs import make_arch_config
+    from arcpipe.config.arch import make_arch_config
 
     run = cfg.runs[name]
     check = RunCheck(name)

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from arcpipe.models.configs import HRMConfig
+from arcpipe.config.arch import HRMConfig
 from arcpipe.models.layers import InnerCarry, RecursiveCore, init_state, make_blocks
 
 

@@ -18,8 +18,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from arcpipe.models.act import ACT
-from arcpipe.models.configs import (  # noqa: F401  (re-exported: the registry is where callers look)
+from arcpipe.config.arch import (  # noqa: F401  (re-exported: the registry is where callers look)
     CONFIGS,
     PRESETS,
     ArchConfig,
@@ -30,6 +29,7 @@ from arcpipe.models.configs import (  # noqa: F401  (re-exported: the registry i
     arch_config_from_dict,
     make_arch_config,
 )
+from arcpipe.models.act import ACT
 from arcpipe.models.hrm import HRM
 from arcpipe.models.layers import RecursiveCore
 from arcpipe.models.losses import ACTLossHead

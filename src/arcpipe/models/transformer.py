@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from arcpipe.models.configs import TransformerConfig
+from arcpipe.config.arch import TransformerConfig
 from arcpipe.models.layers import InnerCarry, RecursiveCore, init_state, make_blocks
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from arcpipe.models.configs import TRMConfig
+from arcpipe.config.arch import TRMConfig
 from arcpipe.models.layers import InnerCarry, RecursiveCore, init_state, make_blocks
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from arcpipe.models.configs import URMConfig
+from arcpipe.config.arch import URMConfig
 from arcpipe.models.layers import Block, InnerCarry, RecursiveCore, init_state
 
 
