@@ -8,6 +8,7 @@ echo "== style"
 ruff format --check .
 ruff check .
 snakefmt --check Snakefile rules/
+lint-imports --no-cache # imports run one way: the layer order and the no-circles rule in pyproject.toml
 echo "== workflow lint and plan"
 arcpipe config schema | diff -u config/schema.json - || {
     echo "config/schema.json is stale: run 'arcpipe config schema --output config/schema.json'" >&2
