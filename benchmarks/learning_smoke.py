@@ -23,6 +23,7 @@ from pathlib import Path
 
 import yaml
 
+from arcpipe.report.load import read_train_curves
 from arcpipe.report.tables import N_STEPS, accuracy_curves, learning_table
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,7 +59,7 @@ def measure(work: Path, seeds: list[int], cores: int) -> None:
         sys.exit(proc.stderr[-4000:])
     print(f"{len(seeds)} seeds trained in {time.monotonic() - started:.0f} s (--cores {cores})")
     paths = sorted((work / "results/runs").glob("smoke-trm-s*/metrics/epoch_*.jsonl"))
-    curves = accuracy_curves(paths)
+    curves = accuracy_curves(read_train_curves(paths))
     print("train/accuracy (%) at the counted steps:")
     for run, group in curves.groupby("run", sort=True):
         steps = ", ".join(f"{s}: {100 * a:.1f}" for s, a in zip(group["step"], group["train/accuracy"], strict=True))

@@ -96,3 +96,20 @@ def unseen(tmp_path_factory) -> tuple[Path, Path]:
     (folder / "challenges.json").write_text(json.dumps(challenges))
     (folder / "solutions.json").write_text(json.dumps(solutions))
     return folder / "challenges.json", folder / "solutions.json"
+
+
+@pytest.fixture
+def kept_figures(monkeypatch) -> dict:
+    """The figures the report's plots save (report/plots.py), by file name (`passk_vs_step.png`), kept for their
+    axes and lines; every PNG is still written."""
+    from arcpipe.report import plots  # matplotlib only for the tests that plot
+
+    kept = {}
+    save = plots._save
+
+    def keep(fig, out_png):
+        kept[Path(out_png).name] = fig
+        save(fig, out_png)
+
+    monkeypatch.setattr(plots, "_save", keep)
+    return kept

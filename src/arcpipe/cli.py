@@ -441,7 +441,8 @@ def _eval_predict(args: argparse.Namespace) -> int:
 
 def _eval_report(args: argparse.Namespace) -> int:
     from arcpipe.config import load_config
-    from arcpipe.report.tables import render_pooled, render_report, runs_from_config
+    from arcpipe.report.load import runs_from_config
+    from arcpipe.report.render import render_pooled, render_report
 
     cfg = load_config(args.config) if args.config else None
     runs = runs_from_config(cfg) if cfg else None

@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from arcpipe.report.load import read_train_curves
 from arcpipe.report.tables import N_STEPS, accuracy_curves, learning_table
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -85,7 +86,7 @@ MIN_RISE = 22.0
 def test_smoke_training_accuracy_rises(smoke_run):
     work, proc, _, _ = smoke_run
     assert proc.returncode == 0
-    curves = accuracy_curves(sorted((work / "results/runs/smoke-trm/metrics").glob("epoch_*.jsonl")))
+    curves = accuracy_curves(read_train_curves(sorted((work / "results/runs/smoke-trm/metrics").glob("epoch_*.jsonl"))))
     row = learning_table(curves).set_index("run").loc["smoke-trm"]
     first, last = row["first_accuracy"], row[f"last_{N_STEPS}_accuracy"]
     print(f"smoke-trm train/accuracy: first counted step {first:.1f}%, last {N_STEPS} {last:.1f}%")

@@ -1,7 +1,7 @@
 """Shim for rule pool_votes: pass@K with votes pooled across each run's checkpoints (upstream's in-training numbers)."""
 
 from arcpipe.config import WorkflowConfig
-from arcpipe.report.tables import render_pooled
+from arcpipe.report.render import render_pooled
 from arcpipe.shim import logged
 
 snakemake = snakemake  # noqa: F821  (injected by Snakemake)

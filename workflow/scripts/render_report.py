@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from arcpipe.report.tables import render_workflow_report
+from arcpipe.report.render import render_workflow_report
 from arcpipe.shim import logged
 
 snakemake = snakemake  # noqa: F821  (injected by Snakemake)

@@ -29,7 +29,7 @@ def seed_table(evals: pd.DataFrame, groups: Mapping[str, tuple[str, int | None]]
     """One row per seed group, checkpoint epoch and pass@K (%): the number of seeds evaluated there, which seeds,
     their mean, sample standard deviation, min, max and the 95% Student-t interval of the mean.
 
-    `evals` is `tables.load_evaluations`' frame (pass@K as fractions); `groups` maps a run to its (group, seed), and
+    `evals` is `load.load_evaluations`' frame (pass@K as fractions); `groups` maps a run to its (group, seed), and
     a run missing from it is a group of its own with an unknown seed.
     """
     groups = groups or {}

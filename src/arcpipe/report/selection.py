@@ -1,8 +1,7 @@
 """Checkpoint selection without test leakage: pick each run's checkpoint on held-out test tasks, score it on the rest.
 
-    held_out = held_out_tasks(task_names, n, seed)              # evaluation.selection_tasks tasks, from a seed
-    table, chosen = selection_table(evals, n, seeds, main_k)    # per run: selected, last and best-on-test rows
-    render_selection(out_dir, metrics_paths, n, seeds, main_k)  # selection.{csv,md,html}, selection_tasks.json
+    held_out = held_out_tasks(task_names, n, seed)                          # evaluation.selection_tasks tasks
+    table, chosen = selection_table(evals, per_puzzle, n, seeds, main_k)    # per run: selected, last, best-on-test
 
 Picking the checkpoint with the best test pass@K and reporting that number reuses the test set for selection, so
 the number is optimistic. Here `n` test tasks are held out per run (chosen with `numpy.random.default_rng(seed)`
@@ -12,15 +11,14 @@ on one dataset share their held-out tasks). The checkpoint with the best pass@ma
 other tasks only. Beside it are the last checkpoint and the one selected on the whole test set (the comparison
 table's best, ties to the earlier), both scored on the same other tasks.
 
-Scores come from each evaluation's per_puzzle.csv (one row per test input, 0/1 per K), which lies beside its
-metrics.json and is complete when metrics.json is (eval/results.py). pass@K on a set of tasks is defined as the
-evaluation's (eval/passk.py): each task scores the fraction of its test inputs solved, the set the mean over its
-tasks, so over every task it is the evaluation's pass@K.
+Scores come from each evaluation's per_puzzle.csv (one row per test input, 0/1 per K; load.read_per_puzzle), which
+lies beside its metrics.json and is complete when metrics.json is (eval/write.py). pass@K on a set of tasks is
+defined as the evaluation's (eval/score.py): each task scores the fraction of its test inputs solved, the set the
+mean over its tasks, so over every task it is the evaluation's pass@K.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -29,8 +27,7 @@ import numpy as np
 import pandas as pd
 
 from arcpipe.config import ArcpipeError
-from arcpipe.files import atomic_write_many
-from arcpipe.report.tables import SELECTED_ON_TEST, load_evaluations, write_table
+from arcpipe.report.format import SELECTED_ON_TEST
 
 
 def task_scores(per_puzzle: pd.DataFrame) -> pd.DataFrame:
@@ -57,13 +54,18 @@ def held_out_tasks(task_names: Sequence[str], n: int, seed: int, source: str = "
 
 
 def selection_table(
-    evals: pd.DataFrame, n: int, seeds: Mapping[str, int] | None = None, main_k: int = 2
+    evals: pd.DataFrame,
+    per_puzzle: Mapping[str, pd.DataFrame],
+    n: int,
+    seeds: Mapping[str, int] | None = None,
+    main_k: int = 2,
 ) -> tuple[pd.DataFrame, dict[str, dict]]:
     """Per run, three rows (selected on the held-out tasks, last, selected on the test set): epoch, pass@main_k on
     the held-out tasks and pass@K (%) on the other tasks; and per run its seed and held-out tasks.
 
-    evals: `tables.load_evaluations`' frame (run, epoch, path of each metrics.json); seeds: run -> seed of its
-    held-out draw (0 when missing). n = 0 gives an empty table.
+    evals: `load.load_evaluations`' frame (run, epoch, path of each metrics.json); per_puzzle: metrics.json path ->
+    its per_puzzle.csv (`load.read_per_puzzle`); seeds: run -> seed of its held-out draw (0 when missing). n = 0
+    gives an empty table.
     """
     seeds = seeds or {}
     rows, chosen = [], {}
@@ -72,7 +74,7 @@ def selection_table(
         if n == 0:
             break
         group = group.sort_values("epoch", kind="stable")
-        scores = [task_scores(_per_puzzle(Path(p))) for p in group["path"]]
+        scores = [task_scores(per_puzzle[p]) for p in group["path"]]
         tasks = list(scores[0].index)
         for path, other in zip(group["path"].iloc[1:], scores[1:], strict=True):
             if list(other.index) != tasks:
@@ -100,47 +102,3 @@ def selection_table(
     if not rows:
         return pd.DataFrame(columns=["run", "checkpoint", "epoch"]), chosen
     return pd.DataFrame(rows), chosen
-
-
-def _per_puzzle(path: Path) -> pd.DataFrame:
-    csv = path.with_name("per_puzzle.csv")
-    try:
-        return pd.read_csv(csv, dtype={"puzzle": str})
-    except (OSError, pd.errors.ParserError) as err:
-        raise ArcpipeError(f"{csv}: cannot read per-puzzle results ({err}); re-run its evaluation") from err
-
-
-def render_selection(
-    out_dir: str | Path, metrics_paths: Sequence[str | Path], n: int, seeds: Mapping[str, int], main_k: int = 2
-) -> list[Path]:
-    """Write selection.csv, selection.md and selection_tasks.json (per run: seed, held-out tasks) into out_dir."""
-    table, chosen = selection_table(load_evaluations(metrics_paths), n, seeds, main_k)
-    return write_selection(out_dir, table, chosen, n, main_k)
-
-
-def write_selection(out_dir: str | Path, table: pd.DataFrame, chosen: dict[str, dict], n: int, main_k: int = 2):
-    """Write `selection_table`'s table and held-out tasks: selection.{csv,md,html} and selection_tasks.json."""
-
-    out_dir = Path(out_dir)
-    by_set: dict[tuple[str, ...], list[str]] = {}
-    for run, info in chosen.items():
-        by_set.setdefault(tuple(info["held_out"]), []).append(run)
-    if n:
-        notes = [
-            f"Per run: the checkpoint with the best pass@{main_k} on {n} held-out test tasks "
-            "(evaluation.selection_tasks; ties to the later), the last checkpoint, and the one selected on the whole "
-            "test set (optimistic; ties to the earlier, as in comparison.md).",
-            "pass@K in % on the other test tasks only, with fractional credit per task as in passk.md; "
-            f"held_out_pass@{main_k}: on the held-out tasks.",
-            "Held-out tasks: numpy default_rng(seed) over the sorted task names, seed = the run's dataset seed "
-            "(datasets.<name>.seed); also in selection_tasks.json.",
-            *(f"Held out for {', '.join(runs)}: {', '.join(tasks)}." for tasks, runs in by_set.items()),
-        ]
-    else:
-        notes = ["evaluation.selection_tasks is 0: no test tasks are held out, so there is no selection to show."]
-    write_table(
-        table, out_dir / "selection.csv", out_dir / "selection.md", "Checkpoint selection on held-out tasks", notes
-    )
-    tasks_json = {"selection_tasks": n, "runs": chosen}
-    atomic_write_many(out_dir, {"selection_tasks.json": (json.dumps(tasks_json, indent=2) + "\n").encode()})
-    return [out_dir / f"selection.{ext}" for ext in ("csv", "md", "html")] + [out_dir / "selection_tasks.json"]

@@ -1,8 +1,9 @@
 """The report's opening page: per run, the last, selected and best-on-test pass@K beside the published number, with
 the GPU-hours and cost spent so far.
 
-    table = summary_table(cfg, evals, comparison, selection, train_metrics_paths)
-    render_summary(out_dir, cfg, evals, comparison, selection, train_metrics_paths)  # summary.{csv,md,html}
+    hours = hours_spent(inputs.evals, inputs.train[STEP_TIME])      # inputs: load.load_report_inputs(...)
+    table = summary_table(cfg, runs, comparison, selection, hours)  # comparison, selection: the report's tables
+    shown = compact(table, "pass@2")                                # summary.md and .html (render.py)
 
 pass@K is at `report.main_k`. With `evaluation.selection_tasks: N` the three checkpoints are scored on the test tasks
 not held out (selection.csv's rows, so they compare on one set); without it the last and best-on-test checkpoints are
@@ -17,23 +18,22 @@ evaluation: the run's evaluation GPUs); cost = GPU-hours x `report.gpu_hour_pric
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from arcpipe.report.tables import PUBLISHED, SELECTED_ON_TEST, RunInfo, train_curves, write_table
+from arcpipe.report.format import SELECTED_ON_TEST
+from arcpipe.report.load import STEP_TIME, RunInfo
+from arcpipe.report.tables import PUBLISHED
 
 if TYPE_CHECKING:
     from arcpipe.config import WorkflowConfig
 
-STEP_TIME = "time/step_s"
 
-
-def hours_spent(evals: pd.DataFrame, train_metrics_paths: Sequence[str | Path]) -> pd.DataFrame:
-    """Per run: training and evaluation hours recorded in the metrics (index: run)."""
-    train = train_curves(train_metrics_paths, STEP_TIME).groupby("run")[STEP_TIME].sum() / 3600
+def hours_spent(evals: pd.DataFrame, step_times: pd.DataFrame) -> pd.DataFrame:
+    """Per run: training and evaluation hours recorded in the metrics (index: run). step_times: the time/step_s
+    curve of `load.read_train_curves`."""
+    train = step_times.groupby("run")[STEP_TIME].sum() / 3600
     if len(evals) and "wall_time_s" in evals:
         evaluate = evals.groupby("run")["wall_time_s"].sum(min_count=0) / 3600
     else:
@@ -126,40 +126,6 @@ def compact(table: pd.DataFrame, main: str) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows)
-
-
-def render_summary(
-    out_dir: str | Path,
-    cfg: WorkflowConfig,
-    runs: dict[str, RunInfo],
-    comparison: pd.DataFrame,
-    selection: pd.DataFrame,
-    evals: pd.DataFrame,
-    train_metrics_paths: Sequence[str | Path],
-) -> list[Path]:
-    """Write summary.csv, summary.md and summary.html into out_dir."""
-    out_dir = Path(out_dir)
-    main = f"pass@{cfg.report.main_k}"
-    table = summary_table(cfg, runs, comparison, selection, hours_spent(evals, train_metrics_paths))
-    n = cfg.evaluation.selection_tasks
-    notes = [
-        f"{main} in % (`report.main_k`), with the checkpoint's epoch. last: the run's last checkpoint; selected: "
-        + (
-            f"the best on {n} held-out test tasks (`evaluation.selection_tasks`); the three are scored on the other "
-            "tasks (selection.md)."
-            if n
-            else "none, as `evaluation.selection_tasks` is 0 (selection.md)."
-        )
-        + f" best on test: the best checkpoint {SELECTED_ON_TEST}, an optimistic number.",
-        "published: the paper's number on the full benchmark in its metric (HRM and TRM pass@2, URM pass@1); ours: "
-        "the last checkpoint at that metric on every test task. A cut-down dataset has no published number.",
-        "GPU-h: training step times and evaluation wall times from the metrics (no start-up, compilation or queue "
-        f"waits), each times the GPUs its job held (CPU jobs: 0); cost: GPU-h x {cfg.report.gpu_hour_price} "
-        "(`report.gpu_hour_price`). Every column, wall hours included: summary.csv.",
-    ]
-    shown = compact(table, main)
-    write_table(table, out_dir / "summary.csv", out_dir / "summary.md", "Results summary", notes, shown)
-    return [out_dir / "summary.csv", out_dir / "summary.md", out_dir / "summary.html"]
 
 
 def _amount(value: float) -> str:

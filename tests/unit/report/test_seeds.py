@@ -9,8 +9,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from arcpipe.report.load import RunInfo
+from arcpipe.report.render import render_report
 from arcpipe.report.seeds import COLUMNS, seed_groups, seed_table, t_critical
-from arcpipe.report.tables import RunInfo, render_report
 
 # t_{0.975, df} from a printed table (NIST/SEMATECH e-Handbook 1.3.6.7.2), to its 9 decimals
 T_975 = {1: 12.706204736, 2: 4.302652730, 3: 3.182446305, 4: 2.776445105, 9: 2.262157163, 29: 2.045229642}

@@ -10,16 +10,12 @@ import pandas as pd
 import pytest
 
 from arcpipe.config import ArcpipeError
-from arcpipe.eval.passk import load_tasks_from_json, score_ranks
-from arcpipe.report.selection import (
-    SELECTED_ON_TEST,
-    held_out_tasks,
-    render_selection,
-    selection_table,
-    subset_pass_at,
-    task_scores,
-)
-from arcpipe.report.tables import load_evaluations
+from arcpipe.eval.puzzles import load_tasks_from_json
+from arcpipe.eval.score import score_ranks
+from arcpipe.report.format import SELECTED_ON_TEST
+from arcpipe.report.load import load_report_inputs
+from arcpipe.report.render import write_selection
+from arcpipe.report.selection import held_out_tasks, selection_table, subset_pass_at, task_scores
 
 # (puzzle, test_index) -> (pass@1, pass@2) per epoch; task a has two test inputs, b, c and d one each
 CHECKPOINTS = {
@@ -56,8 +52,8 @@ def test_holding_out_every_task_is_one_line_naming_the_field():
 
 
 def test_the_checkpoint_is_selected_on_the_held_out_task_and_scored_on_the_others(tmp_path):
-    evals = load_evaluations(_write_run(tmp_path, "r", CHECKPOINTS))
-    table, chosen = selection_table(evals, 1, {"r": SEED}, main_k=2)
+    inputs = load_report_inputs(_write_run(tmp_path, "r", CHECKPOINTS), per_puzzle=True)
+    table, chosen = selection_table(inputs.evals, inputs.per_puzzle, 1, {"r": SEED}, main_k=2)
     assert chosen == {"r": {"seed": SEED, "held_out": ["b"], "num_other_tasks": 3}}
     got = {r["checkpoint"]: (r["epoch"], r["held_out_pass@2"], r["pass@1"], r["pass@2"]) for _, r in table.iterrows()}
     # on the other tasks a, c, d: epoch 2 solves a's first input at K=2 only; epoch 4 all of a and c; epoch 6 a's
@@ -74,8 +70,9 @@ def test_the_checkpoint_is_selected_on_the_held_out_task_and_scored_on_the_other
 
 
 def test_ties_go_to_the_later_checkpoint_on_held_out_tasks_and_the_earlier_on_the_test_set(tmp_path):
-    evals = load_evaluations(_write_run(tmp_path, "r", {2: CHECKPOINTS[4], 4: CHECKPOINTS[4], 6: CHECKPOINTS[6]}))
-    table, _ = selection_table(evals, 1, {"r": SEED}, main_k=2)
+    paths = _write_run(tmp_path, "r", {2: CHECKPOINTS[4], 4: CHECKPOINTS[4], 6: CHECKPOINTS[6]})
+    inputs = load_report_inputs(paths, per_puzzle=True)
+    table, _ = selection_table(inputs.evals, inputs.per_puzzle, 1, {"r": SEED}, main_k=2)
     # b is unsolved everywhere: all three tie on the held-out task; epochs 2 and 4 tie on the whole test set
     assert dict(zip(table["checkpoint"], table["epoch"], strict=True)) == {
         "selected on 1 held-out tasks": 6,
@@ -102,8 +99,9 @@ def test_subset_scores_over_every_task_are_the_top_level_pass_at_k():
 
 
 def test_the_report_files_name_the_held_out_tasks_and_the_test_set_choice(tmp_path):
-    paths = _write_run(tmp_path / "eval", "r", CHECKPOINTS)
-    written = render_selection(tmp_path / "report", paths, 1, {"r": SEED})
+    inputs = load_report_inputs(_write_run(tmp_path / "eval", "r", CHECKPOINTS), per_puzzle=True)
+    table, chosen = selection_table(inputs.evals, inputs.per_puzzle, 1, {"r": SEED})
+    written = write_selection(tmp_path / "report", table, chosen, 1)
     assert [p.name for p in written] == ["selection.csv", "selection.md", "selection.html", "selection_tasks.json"]
     assert all(p.is_file() for p in written)
     assert json.loads((tmp_path / "report" / "selection_tasks.json").read_text()) == {
@@ -113,5 +111,5 @@ def test_the_report_files_name_the_held_out_tasks_and_the_test_set_choice(tmp_pa
     md = (tmp_path / "report" / "selection.md").read_text()
     assert "| r | selected on the test set | 4 |" in md and "Held out for r: b." in md
     assert pd.read_csv(tmp_path / "report" / "selection.csv")["epoch"].tolist() == [2, 6, 4]
-    render_selection(tmp_path / "none", paths, 0, {})
+    write_selection(tmp_path / "none", *selection_table(inputs.evals, {}, 0), 0)
     assert "selection_tasks is 0" in (tmp_path / "none" / "selection.md").read_text()

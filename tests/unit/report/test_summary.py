@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 import yaml
 
+from arcpipe.report.render import render_workflow_report
 from arcpipe.report.selection import task_scores
-from arcpipe.report.tables import render_workflow_report
 
 # (puzzle, test_index) -> (pass@1, pass@2) per epoch; task a has two test inputs. pass@2 over the tasks a, b, c, d:
 # epoch 2: .5 1 0 0 (37.5%), epoch 4: 1 0 1 0 (50%), epoch 6: .5 0 0 1 (37.5%)

