@@ -102,7 +102,7 @@ def _run_all(args: argparse.Namespace, modes: list[str], results: dict) -> None:
         )
     for mode in modes:
         old, new = results["old", mode], results["new", mode]
-        a, b = (torch.load(Path(args.out) / f"{kind}-{mode}.pt") for kind in ("old", "new"))
+        a, b = (torch.load(Path(args.out) / f"{kind}-{mode}.pt", weights_only=True) for kind in ("old", "new"))
         same = "bitwise equal" if torch.equal(a, b) else f"differ, max |new - old| {(b - a).abs().max():.3g}"
         print(
             f"{mode}: new/old time {new['ms_per_step'] / old['ms_per_step']:.2f}x "

@@ -29,7 +29,20 @@ def read_config_yaml(path: str | Path) -> Any:
     except OSError as err:
         raise ArcpipeError(f"{path}: cannot read config ({err.strerror})") from None
     except yaml.YAMLError as err:
-        raise ArcpipeError(f"{path}: not valid YAML ({err})") from None
+        raise ArcpipeError(f"{path}: not valid YAML ({yaml_problem(err)})") from None
+
+
+def yaml_problem(err: yaml.YAMLError) -> str:
+    """A YAML error on one line, with its place; a tag safe_load has no constructor for (`!!python/object/apply:`
+    and the like, which would build objects and could run code) is named as refused."""
+    if not isinstance(err, yaml.MarkedYAMLError):
+        return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    mark = err.problem_mark or err.context_mark
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+    if isinstance(err, yaml.constructor.ConstructorError) and "constructor for the tag" in (err.problem or ""):
+        tag = (err.problem or "").rpartition("tag ")[2]
+        return f"tag {tag}{where} refused: only plain values are read, never objects; remove the tag"
+    return f"{err.problem or err.context}{where}"
 
 
 def validate_config(raw: Any, source: str = "config") -> WorkflowConfig:

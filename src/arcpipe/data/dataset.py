@@ -61,7 +61,9 @@ def load_split(dataset_dir: str | Path, split: str, mmap: bool = True) -> Split:
     for field in FIELDS:
         path = folder / f"all__{field}.npy"
         try:
-            arrays[field] = np.load(path, mmap_mode="r" if mmap and field in ("inputs", "labels") else None)
+            arrays[field] = np.load(
+                path, mmap_mode="r" if mmap and field in ("inputs", "labels") else None, allow_pickle=False
+            )
         except (OSError, ValueError) as err:
             raise ArcpipeError(f"{path}: unreadable array ({err}); rebuild the dataset") from None
     if raw.get("total_puzzles") is None:

@@ -157,7 +157,7 @@ class _Verifier:
                 if field in ("inputs", "labels"):
                     headers[field] = _npy_header(file)
                 else:
-                    arrays[field] = np.load(file)
+                    arrays[field] = np.load(file, allow_pickle=False)
             except (OSError, ValueError) as err:
                 self.fail("array", f"{split}/{file.name}: missing or unreadable ({err.__class__.__name__}: {err})")
         if len(arrays) + len(headers) < len(FIELDS):

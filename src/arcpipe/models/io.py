@@ -35,6 +35,7 @@ from torch import Tensor, nn
 
 import arcpipe
 from arcpipe.config import ArcpipeError
+from arcpipe.config.load import yaml_problem
 from arcpipe.models.losses import ACTLossHead
 from arcpipe.models.registry import (
     CONFIGS,
@@ -43,6 +44,7 @@ from arcpipe.models.registry import (
     default_forward_dtype,
     make_arch_config,
 )
+from arcpipe.safeload import torch_load
 
 log = logging.getLogger(__name__)
 
@@ -393,18 +395,7 @@ def _dataset_dict(dataset: Any) -> dict[str, int]:
 def _torch_load(path: Path) -> Any:
     if not path.is_file():
         raise ArcpipeError(f"{path}: no such checkpoint file")
-    try:
-        return torch.load(path, map_location="cpu", weights_only=True, mmap=False)
-    except (RuntimeError, EOFError, OSError, ValueError) as err:
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise ArcpipeError(
-            f"{path}: cannot read the checkpoint (truncated or corrupt? {first}); copy it again or rerun the step "
-            "that wrote it"
-        ) from None
-    except Exception as err:  # the unpickler raises assorted types on garbage input
-        if type(err).__module__.startswith("pickle") or "pickle" in type(err).__name__.lower():
-            raise ArcpipeError(f"{path}: cannot read the checkpoint (not a torch file: {err})") from None
-        raise
+    return torch_load(path, what="checkpoint", fix="copy it again or rerun the step that wrote it")
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
@@ -413,7 +404,7 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     except OSError as err:
         raise ArcpipeError(f"{path}: cannot read config ({err.strerror})") from None
     except yaml.YAMLError as err:
-        raise ArcpipeError(f"{path}: not valid YAML ({err})") from None
+        raise ArcpipeError(f"{path}: not valid YAML ({yaml_problem(err)})") from None
     if not isinstance(data, dict):
         raise ArcpipeError(f"{path}: expected a mapping (upstream's all_config.yaml)")
     return data

@@ -12,8 +12,6 @@ a retried job continues from it.
 from __future__ import annotations
 
 import os
-import pickle
-import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -21,12 +19,16 @@ from typing import Any
 import torch
 
 from arcpipe.config import ArcpipeError, RunConfig, training_changes
+from arcpipe.safeload import check_plain, torch_load
 
 STATE_FORMAT = "arcpipe-state/1"
 
 
 def save_atomic(obj: Any, path: Path) -> None:
-    """torch.save to a temporary file beside `path`, fsync, then rename: a kill never leaves half a file."""
+    """torch.save to a temporary file beside `path`, fsync, then rename: a kill never leaves half a file.
+
+    `obj` must hold only tensors and plain values, which `load_state` reads back without unpickling objects."""
+    check_plain(obj)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
@@ -40,16 +42,17 @@ def save_atomic(obj: Any, path: Path) -> None:
 
 
 def load_state(path: Path) -> dict[str, Any]:
-    """Load a state file; a truncated or foreign file is an ArcpipeError naming it."""
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=False)
-    except FileNotFoundError:
-        raise ArcpipeError(f"{path}: missing training state; re-run the previous segment") from None
-    except (RuntimeError, EOFError, pickle.UnpicklingError, zipfile.BadZipFile) as err:
-        raise ArcpipeError(
-            f"{path}: unreadable training state ({type(err).__name__}: {str(err).splitlines()[0][:120]}); "
-            "delete it and re-run the segment that wrote it"
-        ) from None
+    """Load a state file with `weights_only=True`; a truncated or foreign file, or one that holds Python objects
+    beyond tensors and plain values, is an ArcpipeError naming it.
+
+    Every state arcpipe has written (format arcpipe-state/1) holds only tensors (weights, optimizer and EMA
+    states, ACT carries, the torch generators' ByteTensor states) and plain values (position, config, hashes):
+    training draws no randomness from Python's or numpy's generators (train/sampler.py hashes (seed, position)),
+    so there is no other generator state to convert, and old states load as they are.
+    """
+    if not path.is_file():
+        raise ArcpipeError(f"{path}: missing training state; re-run the previous segment")
+    state = torch_load(path, what="training state", fix="delete it and re-run the segment that wrote it")
     if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
         raise ArcpipeError(f"{path}: not an arcpipe training state (format {STATE_FORMAT} expected)")
     return state

@@ -13,7 +13,7 @@ from arcpipe.train.checkpoint import restore_rng, rng_state
 def _through_a_file(state: dict) -> dict:
     buf = io.BytesIO()
     torch.save(state, buf)
-    return torch.load(io.BytesIO(buf.getvalue()), map_location="cpu", weights_only=False)  # as load_state maps it
+    return torch.load(io.BytesIO(buf.getvalue()), map_location="cpu", weights_only=True)  # as load_state reads it
 
 
 def test_cpu_state_restores_the_cpu_generator_and_carries_no_cuda_state() -> None:
