@@ -268,8 +268,13 @@ def _minutes(text: str) -> float:
 def _add_config(stages: argparse._SubParsersAction) -> None:
     config = stages.add_parser("config", help="check a config, or print its JSON schema")
     verbs = config.add_subparsers(dest="verb", required=True, metavar="VERB")
-    check = verbs.add_parser("check", help="validate a config file and print the plan of its runs")
+    check = verbs.add_parser(
+        "check", help="validate a config file and print the plan of its runs and their forecast GPU-hours and cost"
+    )
     check.add_argument("config", type=Path)
+    check.add_argument(
+        "--results", type=Path, default=Path("results"), help="where built datasets and doctor records are read"
+    )
     check.set_defaults(handler=_config_check)
     schema = verbs.add_parser("schema", help="print the JSON schema generated from the pydantic models")
     schema.add_argument("--output", type=Path, help="write to this file instead of stdout")
@@ -278,6 +283,7 @@ def _add_config(stages: argparse._SubParsersAction) -> None:
 
 def _config_check(args: argparse.Namespace) -> int:
     from arcpipe.config import cost_per_hour, load_config
+    from arcpipe.forecast import forecast_header, forecast_line, forecast_runs
 
     cfg = load_config(args.config)
     for name, run in cfg.runs.items():
@@ -288,6 +294,10 @@ def _config_check(args: argparse.Namespace) -> int:
             f"{cost_per_hour(run, cfg.report.gpu_hour_price):.2f}/hour at {cfg.report.gpu_hour_price}/GPU-hour"
             + (f", seed {run.seed} of seed group {run.seed_group}" if run.seed_group else "")
         )
+    if cfg.runs:
+        print(forecast_header(cfg.report.gpu_hour_price, args.results))
+        for name, forecast in forecast_runs(cfg, args.results).items():
+            print(f"  {forecast_line(name, forecast)}")
     print(f"{args.config}: ok ({len(cfg.datasets)} datasets, {len(cfg.runs)} runs)")
     return 0
 

@@ -1,5 +1,5 @@
 """A run: what it trains (dataset, arch, preset and arch_overrides, checked against the arch's own config in
-`arcpipe.models.configs`), its schedule of checkpoints and training jobs, and the devices it runs on; and which of
+`arcpipe.config.arch`), its schedule of checkpoints and training jobs, and the devices it runs on; and which of
 its fields may change between segments without changing what training computes."""
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from pydantic import (
 from pydantic_core import InitErrorDetails
 
 from arcpipe.config.base import Strict, custom_error, did_you_mean, invalid
+from arcpipe.gpus import GPUName
 
 
 class RunConfig(Strict):
@@ -55,6 +56,8 @@ class RunConfig(Strict):
 
     nodes: int = Field(default=1, gt=0)
     gpus_per_node: int = Field(default=0, ge=0)  # 0: CPU
+    # the GPU model the run is planned for (arcpipe.gpus): the forecast's peak and doctor record; dumped only when set
+    gpu: GPUName | None = None  # None: H100-80GB
     compile: bool | None = None  # None: on for CUDA only
     max_hours: float | None = Field(default=None, gt=0)  # cap on cumulative training time
     side_checkpoint_minutes: float = Field(default=10.0, gt=0)  # resume point inside a segment
@@ -74,7 +77,7 @@ class RunConfig(Strict):
     @field_validator("preset")
     @classmethod
     def _preset_of_arch(cls, preset: str, info: ValidationInfo) -> str:
-        from arcpipe.models.configs import PRESETS
+        from arcpipe.config.arch import PRESETS
 
         arch = info.data.get("arch")  # absent when the arch itself is wrong: reported there
         if arch is not None and preset not in PRESETS[arch]:
@@ -120,8 +123,9 @@ class RunConfig(Strict):
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data = handler(self)
-        if self.seed_group is None:
-            data.pop("seed_group", None)
+        for key in ("seed_group", "gpu"):  # absent unless set: runs without them hash and compare as before
+            if data.get(key) is None:
+                data.pop(key, None)
         return data
 
     @property
@@ -165,7 +169,7 @@ class RunConfig(Strict):
 
 def _arch_errors(arch: str, preset: str, overrides: Mapping[str, Any]) -> list[InitErrorDetails]:
     """What `make_arch_config(arch, preset, overrides)` would reject, located at each override's field."""
-    from arcpipe.models.configs import CONFIGS, PRESETS
+    from arcpipe.config.arch import CONFIGS, PRESETS
 
     fields = sorted(set(CONFIGS[arch].model_fields) - {"name"})
     errors = [
@@ -209,6 +213,7 @@ EXECUTION_FIELDS = frozenset(
         "eval_batch_size",
         "eval_runtime_minutes",
         "seed_group",  # a label the report groups by
+        "gpu",  # only the forecast reads it
     }
 )
 

