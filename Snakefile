@@ -6,6 +6,8 @@ from snakemake.utils import min_version
 
 min_version("9.0")
 
+from arcpipe.outcome import on_failure, on_success
+
 
 configfile: "config/config.yaml"
 
@@ -18,6 +20,15 @@ include: "rules/data.smk"
 include: "rules/train.smk"
 include: "rules/eval.smk"
 include: "rules/report.smk"
+
+
+# the last lines of a run: per run its pass@K, training accuracy and GPU-hours, or each failed job's own error
+onsuccess:
+    on_success(workflow, CFG)
+
+
+onerror:
+    on_failure(workflow, log)
 
 
 REPORT = [
