@@ -98,6 +98,35 @@ def test_same_task_in_two_subsets(prefix, capsys):
     assert "arc-tiny_evaluation_challenges.json" in err
 
 
+def _rename_task(prefix: Path, subset: str, old: str, new: str) -> None:
+    for kind in ("challenges", "solutions"):
+        _edit(prefix, subset, kind, lambda data: data.__setitem__(new, data.pop(old)))
+
+
+@pytest.mark.parametrize(
+    "task_id",
+    ["../../escaped", "a/b", "", "-rf", "has space", "a;touch x", "$(touch x)", "x" * 101, "t\u00e2che", ".hidden"],
+    ids=["dotdot", "slash", "empty", "dash", "space", "semicolon", "subshell", "long", "non-ascii", "dot"],
+)
+def test_unsafe_task_id(prefix, capsys, task_id):
+    before = sorted(p.relative_to(prefix.parents[1]) for p in prefix.parents[1].rglob("*"))
+    _rename_task(prefix, "training", TASK, task_id)
+    err = _build(prefix, capsys)
+    assert "arc-tiny_training_challenges.json: task id " in err
+    assert "rename it to" in err or "shorten it to" in err
+    # nothing written outside the output directory, which the failed build left absent
+    assert sorted(p.relative_to(prefix.parents[1]) for p in prefix.parents[1].rglob("*")) == before
+
+
+def test_task_ids_differing_only_by_case(prefix, capsys):
+    task = json.loads(Path(f"{prefix}_training_challenges.json").read_text())[TASK]
+    solutions = json.loads(Path(f"{prefix}_training_solutions.json").read_text())[TASK]
+    _edit(prefix, "evaluation", "challenges", _set([TASK.upper()], task))
+    _edit(prefix, "evaluation", "solutions", _set([TASK.upper()], solutions))
+    err = _build(prefix, capsys)
+    assert f"task ids '{TASK.upper()}' and '{TASK}' differ only by case" in err
+
+
 def test_solutions_count_differs_from_test_inputs(prefix, capsys):
     _edit(prefix, "training", "solutions", lambda data: data[TASK].append([[1]]))
     err = _build(prefix, capsys)

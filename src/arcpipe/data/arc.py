@@ -22,6 +22,7 @@ import numpy as np
 
 from arcpipe.config import ArckitSource, ArcpipeError, DirectorySource, KaggleSource, Source, UrlSource
 from arcpipe.files import atomic_write_many, file_sha256
+from arcpipe.names import case_collisions, check_name
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +98,7 @@ def load_sources(sources: list[Source], max_puzzles: int | None = None) -> list[
                     "a task id may occur in one subset only"
                 )
             seen.setdefault(task_id, subset.name)
+    problems += case_collisions(seen, "task id")
     if problems:
         raise ArcpipeError(problems[0] if len(problems) == 1 else f"{problems[0]} (and {len(problems) - 1} more)")
     return subsets
@@ -139,7 +141,11 @@ def parse_task(
     solutions: Any = None,
     solutions_path: str | Path | None = None,
 ) -> Task:
-    """Check one task's JSON (and its list of solution grids, if any) and convert its grids to uint8 arrays."""
+    """Check one task's id, its JSON (and its list of solution grids, if any); convert its grids to uint8 arrays."""
+    try:
+        check_name(task_id, "task id")  # it becomes a puzzle name, a submission key, and may become a file name
+    except ValueError as err:
+        raise ArcpipeError(f"{path}: {err}") from None
     where = f"{path}: task {task_id}"
     if not isinstance(raw, dict):
         raise ArcpipeError(f"{where}: expected an object with 'train' and 'test', got {_kind(raw)}")
