@@ -1,0 +1,66 @@
+"""A run's stop rule (`runs.<run>.stop`: end before the last epoch once the answer is in) and the schedule of
+quick and full evaluations at its boundaries; the decisions themselves are `arcpipe.stopping`'s."""
+
+from __future__ import annotations
+
+import math
+import re
+
+from pydantic import Field, field_validator, model_validator
+
+from arcpipe.config.base import Strict, invalid
+
+
+class StopConfig(Strict):
+    """Stop at a boundary when `metric` reaches `target`, or after `patience` evaluations without a gain of more
+    than `min_delta` over the best so far; either rule, or both (whichever fires first)."""
+
+    metric: str = "pass@2"  # a pass@K of evaluation.pass_ks, as metrics.json names it
+    target: float | None = Field(default=None, gt=0, le=1)  # pass@K is a fraction
+    patience: int | None = Field(default=None, gt=0)  # evaluations after the best one
+    min_delta: float = Field(default=0.0, ge=0)  # a gain counts when it is above this
+
+    @field_validator("metric")
+    @classmethod
+    def _pass_at_k(cls, metric: str) -> str:
+        if not re.fullmatch(r"pass@[1-9][0-9]*", metric):
+            raise ValueError("not a pass@K; name it as metrics.json does, e.g. pass@2")
+        return metric
+
+    @model_validator(mode="after")
+    def _some_rule(self) -> StopConfig:
+        if self.target is None and self.patience is None:
+            raise invalid(
+                "StopConfig",
+                [((), "sets neither target nor patience, so it never fires; set one of them, or both", None)],
+            )
+        return self
+
+    @property
+    def k(self) -> int:
+        return int(self.metric.removeprefix("pass@"))
+
+
+class QuickEvalConfig(Strict):
+    """At every boundary a quick evaluation on a fixed subset of the test tasks; the full one only where
+    `arcpipe.stopping.full_evaluation_due` says (best quick score so far, the last or stopping boundary, every
+    `full_every`-th boundary)."""
+
+    share: float = Field(default=0.1, gt=0, le=1)  # of the test tasks, rounded up
+    puzzles: int | None = Field(default=None, gt=0)  # a number of test tasks instead of a share
+    full_every: int | None = Field(default=None, gt=0)  # None: only best, last and stopping boundaries
+
+    def num_tasks(self, total: int) -> int:
+        """Test tasks in the quick subset, out of `total`: at least one, at most all."""
+        wanted = self.puzzles if self.puzzles is not None else math.ceil(self.share * total)
+        return max(1, min(total, wanted))
+
+
+def stop_problems(stops: dict[str, StopConfig | None], pass_ks: list[int]) -> list[str]:
+    """One line per run whose stop rule reads a pass@K that the evaluation does not compute."""
+    return [
+        f"runs.{name}.stop.metric={stop.metric!r}: evaluation.pass_ks does not compute it; use one of "
+        f"{', '.join(f'pass@{k}' for k in pass_ks)}"
+        for name, stop in stops.items()
+        if stop is not None and stop.k not in pass_ks
+    ]
