@@ -37,7 +37,7 @@ from arcpipe.config import DatasetConfig, EvaluationConfig, load_config
 from arcpipe.data.build import build_dataset
 from arcpipe.data.verify import verify_dataset
 from arcpipe.eval.adapt import MODES
-from arcpipe.eval.predict import predict_challenges
+from arcpipe.eval.evaluate import predict_challenges
 from arcpipe.train.loop import Trainer
 from arcpipe.train.sampler import plan_pass
 

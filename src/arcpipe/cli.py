@@ -418,7 +418,7 @@ def _add_eval(stages: argparse._SubParsersAction) -> None:
 
 
 def _eval_evaluate(args: argparse.Namespace) -> int:
-    from arcpipe.eval.predict import evaluate_checkpoint, load_evaluation_config
+    from arcpipe.eval.evaluate import evaluate_checkpoint, load_evaluation_config
 
     config = load_evaluation_config(args.config) if args.config else None
     evaluate_checkpoint(args.checkpoint, args.dataset, args.out, config, quick=args.quick, device=args.device)
@@ -426,7 +426,7 @@ def _eval_evaluate(args: argparse.Namespace) -> int:
 
 
 def _eval_predict(args: argparse.Namespace) -> int:
-    from arcpipe.eval.predict import load_evaluation_config, predict_challenges
+    from arcpipe.eval.evaluate import load_evaluation_config, predict_challenges
 
     config = load_evaluation_config(args.config) if args.config else None
     if args.adapt is not None and args.adapt < 0:

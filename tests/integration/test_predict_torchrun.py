@@ -13,60 +13,24 @@ import pytest
 import torch
 
 from arcpipe.config import EvaluationConfig
-from arcpipe.data.dataset import identifiers_sha256, load_split
-from arcpipe.eval.predict import predict_challenges
-from arcpipe.models.io import core_of, save_weights
-from arcpipe.models.registry import build_model, make_arch_config
+from arcpipe.eval.evaluate import predict_challenges
 
 CONFIG = "evaluation:\n  batch_size: 8\n  pass_ks: [1, 2]\n"  # 1 process: batches of 8; 2: 4 rows per rank
 
 
-def _write_checkpoint(path: Path, tiny_dataset: Path, q_head: str) -> Path:
-    """An untrained tiny TRM with random table rows (a trained table is not all zeros); its q_head:
-
-    random: random weights, so candidates get different q_halt (ties are not what ranks them);
-    never: the untrained head (weights 0, bias -5): q_halt < 0, so in training mode no row halts before
-        halt_max_steps, whatever the exploration draws;
-    always: weights 0, q_halt bias +5: every row halts after one ACT step, unless exploration holds it for two.
-    """
-    meta = load_split(tiny_dataset, "train").metadata
-    torch.manual_seed(0)
-    cfg = make_arch_config("trm", "tiny", {})
-    head = build_model(
-        cfg,
-        vocab_size=meta.vocab_size,
-        seq_len=meta.seq_len,
-        num_puzzle_identifiers=meta.num_puzzle_identifiers,
-        batch_size=4,
-        device="cpu",
-    )
-    with torch.no_grad():
-        table = core_of(head).puzzle_emb.weights
-        table.copy_(torch.randn_like(table) * 0.1)
-        head_q = next(m for name, m in head.named_modules() if name.endswith("q_head"))
-        if q_head == "random":
-            head_q.weight.normal_()
-            head_q.bias.zero_()
-        elif q_head == "always":
-            head_q.bias.copy_(torch.tensor([5.0, -5.0]))  # (q_halt, q_continue)
-    save_weights(
-        path,
-        head,
-        arch="trm",
-        arch_cfg=cfg,
-        dataset=meta,
-        identifiers_sha256=identifiers_sha256(tiny_dataset),
-        run_config={"global_batch_size": 8, "puzzle_emb_lr": 0.01, "puzzle_emb_weight_decay": 0.1},
-        step=7,
-        epoch=2,
-    )
-    return path
-
-
 @pytest.fixture(scope="module")
-def checkpoints(tiny_dataset, tmp_path_factory) -> dict[str, Path]:
+def checkpoints(tiny_dataset, tiny_checkpoint, tmp_path_factory) -> dict[str, Path]:
+    """Untrained tiny TRMs with random table rows (a trained table is not all zeros), by q_head (tests/conftest.py):
+
+    random: candidates get different q_halt (ties are not what ranks them);
+    untrained: q_halt < 0, so in training mode no row halts before halt_max_steps, whatever the exploration draws;
+    always: every row halts after one ACT step, unless exploration holds it for two.
+    """
     folder = tmp_path_factory.mktemp("ckpt")
-    return {q: _write_checkpoint(folder / f"{q}.pt", tiny_dataset, q) for q in ("random", "never", "always")}
+    run_config = {"global_batch_size": 8, "puzzle_emb_lr": 0.01, "puzzle_emb_weight_decay": 0.1}
+    meta = {"table": 0.1, "run_config": run_config, "step": 7, "epoch": 2}
+    q_heads = ("random", "untrained", "always")
+    return {q: tiny_checkpoint(folder / f"{q}.pt", tiny_dataset, q_head=q, **meta) for q in q_heads}
 
 
 def _predict(processes: int, args: list[str], out_dir: Path) -> str:
@@ -88,7 +52,7 @@ def _predict(processes: int, args: list[str], out_dir: Path) -> str:
 
 @pytest.mark.slow  # 3 torch imports on 2 busy cores
 def test_two_gloo_processes_predict_the_same_submission_and_pass_at_k_as_one(checkpoints, tiny_dataset, tmp_path):
-    # the untrained model solves nothing, so its own answers become the truth (as in tests/unit/eval/test_predict.py):
+    # the untrained model solves nothing, so its own answers become the truth (as in tests/unit/eval/test_evaluate.py):
     # the first task's first attempt and the second task's second attempt, so that 0 < pass@1 < pass@2
     checkpoint = checkpoints["random"]
     challenges, identifiers = tiny_dataset / "test_puzzles.json", tiny_dataset / "identifiers.json"
@@ -122,7 +86,7 @@ def test_two_gloo_processes_adapt_and_predict_unseen_tasks_as_one(checkpoints, u
     # submissions, are equal. (With early halting they are not: see test_adapted_rows_... below.)
     challenges, solutions = unseen
     (tmp_path / "config.yaml").write_text(CONFIG)
-    args = [str(challenges), str(checkpoints["never"]), "--identifiers", str(tiny_dataset / "identifiers.json")]
+    args = [str(challenges), str(checkpoints["untrained"]), "--identifiers", str(tiny_dataset / "identifiers.json")]
     args += ["--solutions", str(solutions), "--config", str(tmp_path / "config.yaml")]
     args += ["--adapt", "5", "--adapt-steps", "3", "--seed", "0"]
     one, two = (_predict(n, args, tmp_path / f"p{n}") for n in (1, 2))
@@ -131,7 +95,7 @@ def test_two_gloo_processes_adapt_and_predict_unseen_tasks_as_one(checkpoints, u
     assert set(json.loads((tmp_path / "p1" / "submission.json").read_text())) == set(json.loads(challenges.read_text()))
 
 
-# what `arcpipe predict --adapt 5 --adapt-steps 3 --seed 0` fits (eval/predict.py _adapted_head, through the public
+# what `arcpipe predict --adapt 5 --adapt-steps 3 --seed 0` fits (eval/evaluate.py _adapted_head, through the public
 # eval/adapt.py functions), saved by rank 0: the submission of a tiny untrained model hardly depends on the puzzle
 # embedding, so the table itself is compared
 WORKER = textwrap.dedent(
@@ -143,7 +107,7 @@ WORKER = textwrap.dedent(
 
     from arcpipe.data.arc import load_challenges
     from arcpipe.eval.adapt import demonstrations, extend_checkpoint, fit_rows, views_per_task
-    from arcpipe.eval.results import load_identifiers
+    from arcpipe.eval.puzzles import load_identifiers
     from arcpipe.models.io import core_of, model_from_checkpoint, read_weights
     from arcpipe.train import distributed
 

@@ -29,8 +29,8 @@ import yaml
 from scratch import ROOT, snakemake
 from smoke_fingerprints import fingerprints
 
-from arcpipe.eval.passk import load_tasks_from_json, validate_submission
-from arcpipe.eval.vote import parse_identifiers
+from arcpipe.eval.puzzles import load_tasks_from_json, parse_identifiers
+from arcpipe.eval.write import validate_submission
 
 SEEDS = (0, 1)
 RUNS = tuple(f"smoke-trm-s{seed}" for seed in SEEDS)
@@ -136,7 +136,7 @@ def test_averaged_checkpoint_is_the_bitwise_parameter_average_of_the_last_two(re
 
 @pytest.mark.parametrize("run", RUNS)
 def test_pooled_last2_is_pool_votes_of_the_last_two_votes_files(research, run):
-    from arcpipe.eval.results import pool_votes
+    from arcpipe.eval.pool import pool_votes
 
     evals = research / f"results/eval/{run}"
     pooled = _metrics(research, run, "pooled_last2")
@@ -229,7 +229,7 @@ def test_every_epoch_evaluation_has_pass_at_k_after_each_act_step(research, run)
 
 @pytest.mark.parametrize("run", RUNS)
 def test_the_last_act_steps_pass_at_k_is_the_evaluations(research, run):
-    # eval/depth.py: the last step's vote is over the same answers and q_halt as the evaluation's own vote
+    # eval/vote.py vote_by_depth: the last step's vote is over the same answers and q_halt as the evaluation's own vote
     for epoch in EPOCHS:
         metrics = _metrics(research, run, f"epoch_{epoch}")
         last = metrics["depth"][max(metrics["depth"], key=int)]
@@ -374,7 +374,7 @@ def test_the_bundle_lists_what_it_ships_and_what_it_expects(bundle):
     wheels = {p.name.split("-")[0].lower() for p in (bundle / "wheels").glob("*.whl")}
     assert {"pydantic", "pydantic_core", "pyyaml", "jsonschema"} <= wheels and not wheels & {"torch", "numpy"}
     manifest = json.loads((bundle / "bundle.json").read_text())
-    assert "checkpoint.pt" in manifest["files"] and "lib/arcpipe/eval/predict.py" in manifest["files"]
+    assert "checkpoint.pt" in manifest["files"] and "lib/arcpipe/eval/evaluate.py" in manifest["files"]
     assert "--no-index" in (bundle / "README.md").read_text()
 
 

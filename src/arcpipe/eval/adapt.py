@@ -74,7 +74,8 @@ from arcpipe.config import ArcpipeError, DatasetConfig, RunConfig
 from arcpipe.data.arc import Pair, Subset, Task
 from arcpipe.data.build import plan_dataset, write_dataset
 from arcpipe.data.dataset import load_split
-from arcpipe.eval.vote import parse_identifiers
+from arcpipe.eval.infer import make_batch
+from arcpipe.eval.puzzles import parse_identifiers
 from arcpipe.models.io import core_of
 from arcpipe.models.layers import Block, CastedLinear
 from arcpipe.optim import make_optimizers
@@ -226,8 +227,6 @@ def fit(
 ) -> AdaptStats:
     """Adapt `head` (its table already extended) to `demos` in `mode` for `minutes` or `max_steps` steps; the
     head is left in its mode, with every parameter trainable again and, for `lora`, the adapters merged."""
-    from arcpipe.eval.predict import _batch  # predict imports this module
-
     assert mode in PHASES, mode
     params = list(head.parameters())
     was_training = head.training
@@ -263,7 +262,7 @@ def fit(
                 if _stop(now >= phase_end or now + expected > started + budget, env):
                     break
                 rows = generator.integers(0, rows_total, size=batch_size)[env.rank * local : (env.rank + 1) * local]
-                batch = _batch(demos.inputs, demos.labels, demos.example_ids, rows, local, env.device)
+                batch = make_batch(demos.inputs, demos.labels, demos.example_ids, rows, local, env.device)
                 # halting exploration from the step and each row's place in the global batch, as the trainer draws
                 # it: from each rank's torch generator, ranks would repeat each other's draws and the adapted rows
                 # would depend on the number of processes

@@ -1,8 +1,7 @@
-"""Checkpoint ensembles (`evaluation.ensemble_last: K`): a run's last K checkpoints, their votes pooled or their
-weights averaged.
+"""Checkpoint ensembles (`evaluation.ensemble_last: K`): a run's last K checkpoints with their weights averaged
+(their votes pooled: pool.py).
 
     average_checkpoints(["results/runs/R/ckpt/epoch_8.pt", ".../epoch_10.pt"], "results/runs/R/ckpt/avg_last2.pt")
-    write_pooled_last(["results/eval/R/epoch_8/votes.npz", ...], "results/eval/R/pooled_last2/metrics.json", ks)
 
 The averaged checkpoint is an ordinary weights checkpoint (models/io.py), evaluated like an epoch checkpoint. Every
 floating tensor of the model state dict is averaged in float64 and cast back to its dtype, the puzzle-embedding
@@ -13,7 +12,6 @@ is the last checkpoint's, plus `averaged_from`: the K file names.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,9 +20,6 @@ from typing import Any
 import torch
 
 from arcpipe.config import ArcpipeError
-from arcpipe.eval.passk import DEFAULT_KS
-from arcpipe.eval.results import pool_votes
-from arcpipe.files import atomic_write_many
 from arcpipe.models.io import _write, read_weights
 
 log = logging.getLogger(__name__)
@@ -62,32 +57,3 @@ def average_checkpoints(paths: Sequence[str | Path], out: str | Path) -> Path:
     _write(out, {**payload, "model": model, "averaged_from": [Path(p).name for p in paths]})
     log.info("averaged %d checkpoints (%s) -> %s", len(paths), ", ".join(map(str, paths)), out)
     return Path(out)
-
-
-def pooled_last_metrics(votes_paths: Sequence[str | Path], ks: Sequence[int] = DEFAULT_KS) -> dict[str, Any]:
-    """pass@K with the votes of `votes_paths` (results/eval/{run}/epoch_{N}/votes.npz, oldest first) pooled."""
-    scores, _, _ = pool_votes(votes_paths, ks)
-    epochs = [_epoch_of(Path(p)) for p in votes_paths]
-    return {
-        **{f"pass@{k}": v for k, v in scores.pass_at.items()},
-        "epoch": epochs[-1],
-        "info": {"run": Path(votes_paths[-1]).parent.parent.name, "pooled_epochs": epochs},
-    }
-
-
-def write_pooled_last(votes_paths: Sequence[str | Path], out: str | Path, ks: Sequence[int] = DEFAULT_KS) -> None:
-    """`pooled_last_metrics` written to `out` (a metrics.json), atomically."""
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(pooled_last_metrics(votes_paths, ks), indent=2) + "\n"
-    atomic_write_many(out.parent, {out.name: text.encode()})
-
-
-# --------------------------------------------------------------------------------------------------------------
-
-
-def _epoch_of(votes: Path) -> int:
-    name = votes.parent.name  # epoch_{N}
-    if not name.startswith("epoch_") or not name[6:].isdigit():
-        raise ArcpipeError(f"{votes}: expected results/eval/<run>/epoch_<N>/votes.npz")
-    return int(name[6:])

@@ -1,15 +1,19 @@
 """Crop 30x30 token canvases back to grids and undo augmentations, for all predictions at once (numba).
 
+The bottom of eval/: every stage uses these helpers and this module imports none of them.
+
 Upstream's evaluator (upstream.md 5.2) crops and inverts one row at a time in Python; here every step runs over
 the whole prediction set: `crop_shapes` finds each row's crop, `invert_crops` writes the de-augmented grids of the
 chosen rows into one flat buffer (`Grids`), `Grids.hashes` keys them, and `match_grids` finds each row's grid
-among a few candidates with an exact cell-by-cell comparison (the hash only narrows the search).
+among a few candidates with an exact cell-by-cell comparison (the hash only narrows the search). `grid_keys`
+gives each grid a 128-bit key instead, for the per-step answers that are kept only as keys (infer.CandidateKeys).
 
 Tokens: PAD 0, EOS 1, colour c is token c + 2 (upstream.md 1.6).
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,6 +30,7 @@ NUM_COLOURS = 10
 VOCAB_SIZE = COLOUR_OFFSET + NUM_COLOURS
 # dihedral id -> the id that undoes it (numpy semantics, upstream.md 1.8)
 DIHEDRAL_INVERSE = np.array([0, 3, 2, 1, 4, 5, 6, 7], dtype=np.int8)
+KEY_BYTES = 16  # a grid key (`grid_keys`): two int64
 
 Grid = np.ndarray  # (H, W) uint8, colours 0..9
 
@@ -160,6 +165,22 @@ def distinct_in_groups(group: np.ndarray, grids: Grids) -> tuple[np.ndarray, np.
 
 def equal_grids(a: Grids, i: int, b: Grids, j: int) -> bool:
     return bool(_equal(a.shapes, a.offsets, a.cells, i, b.shapes, b.offsets, b.cells, j))
+
+
+def grid_keys(grids: Grids) -> np.ndarray:
+    """(G, 2) int64: BLAKE2b-128 of each grid's (rows, cols) as int32 and its cells as uint8.
+
+    The same grid always gets the same key; two different grids share one with probability 2^-128.
+    """
+    header = grids.shapes.astype("<i4").tobytes()
+    cells = memoryview(grids.cells.tobytes())
+    offsets = grids.offsets.tolist()
+    out = bytearray()
+    for i in range(len(grids)):
+        digest = hashlib.blake2b(header[8 * i : 8 * i + 8], digest_size=KEY_BYTES)
+        digest.update(cells[offsets[i] : offsets[i + 1]])
+        out += digest.digest()
+    return np.frombuffer(bytes(out), dtype="<i8").reshape(len(grids), 2).astype(np.int64)
 
 
 # --------------------------------------------------------------------------------------------------------------

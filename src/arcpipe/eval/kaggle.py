@@ -35,8 +35,10 @@ from pathlib import Path
 
 import yaml
 
+import arcpipe
 from arcpipe.config import ArcpipeError, KaggleConfig
 from arcpipe.files import file_sha256
+from arcpipe.models.io import read_weights
 
 log = logging.getLogger(__name__)
 
@@ -53,9 +55,6 @@ def make_bundle(
 ) -> Path:
     """Write the bundle into out_dir (created; must not exist yet) and return it. Nothing is left at out_dir when
     a step fails (the bundle is assembled beside it and renamed into place)."""
-    import arcpipe
-    from arcpipe.models.io import read_weights
-
     settings = settings or KaggleConfig()
     checkpoint, identifiers, out_dir = Path(checkpoint), Path(identifiers), Path(out_dir)
     if out_dir.exists():

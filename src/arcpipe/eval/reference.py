@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from arcpipe.eval.vote import SEPARATOR, sigmoid64
+from arcpipe.eval.puzzles import SEPARATOR
+from arcpipe.eval.vote import sigmoid64
 
 DIHEDRAL = [
     lambda g: g,

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from arcpipe.eval.passk import TestPuzzles, load_tasks_from_json
+from arcpipe.eval.puzzles import TestPuzzles, load_tasks_from_json
 from arcpipe.eval.reference import DIHEDRAL
 from arcpipe.eval.synthetic import encode
 

@@ -17,7 +17,6 @@ import torch
 from arcpipe.cli import main
 from arcpipe.config import ArcpipeError, EvaluationConfig
 from arcpipe.data.arc import load_challenges
-from arcpipe.data.dataset import identifiers_sha256, load_split
 from arcpipe.eval.adapt import (
     EMBEDDING_KEY,
     MODES,
@@ -30,43 +29,19 @@ from arcpipe.eval.adapt import (
     fit_rows,
     views_per_task,
 )
-from arcpipe.eval.predict import predict_challenges
-from arcpipe.models.io import core_of, model_from_checkpoint, read_weights, save_weights
-from arcpipe.models.registry import build_model, make_arch_config
+from arcpipe.eval.evaluate import predict_challenges
+from arcpipe.models.io import core_of, model_from_checkpoint, read_weights
 from arcpipe.train.distributed import DistEnv
 
 CONFIG = EvaluationConfig(batch_size=8, pass_ks=[1, 2])
 
 
 @pytest.fixture(scope="module")
-def checkpoint(tiny_dataset, tmp_path_factory) -> Path:
+def checkpoint(tiny_dataset, tiny_checkpoint, tmp_path_factory) -> Path:
     # an untrained tiny TRM whose table rows differ (a trained table is not all zeros)
-    meta = load_split(tiny_dataset, "train").metadata
-    torch.manual_seed(0)
-    cfg = make_arch_config("trm", "tiny", {})
-    head = build_model(
-        cfg,
-        vocab_size=meta.vocab_size,
-        seq_len=meta.seq_len,
-        num_puzzle_identifiers=meta.num_puzzle_identifiers,
-        batch_size=4,
-        device="cpu",
-    )
-    table = core_of(head).puzzle_emb.weights
-    table.copy_(torch.randn_like(table) * 0.1)
+    run_config = {"global_batch_size": 8, "puzzle_emb_lr": 0.01, "puzzle_emb_weight_decay": 0.1, "lr": 1e-3}
     path = tmp_path_factory.mktemp("adapt") / "epoch_2.pt"
-    save_weights(
-        path,
-        head,
-        arch="trm",
-        arch_cfg=cfg,
-        dataset=meta,
-        identifiers_sha256=identifiers_sha256(tiny_dataset),
-        run_config={"global_batch_size": 8, "puzzle_emb_lr": 0.01, "puzzle_emb_weight_decay": 0.1, "lr": 1e-3},
-        step=7,
-        epoch=2,
-    )
-    return path
+    return tiny_checkpoint(path, tiny_dataset, table=0.1, run_config=run_config, step=7, epoch=2)
 
 
 def test_extend_table_appends_the_mean_of_the_trained_rows_without_the_blank_row():

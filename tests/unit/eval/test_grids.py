@@ -15,9 +15,9 @@ from arcpipe.eval.grids import (
     invert_crops,
     match_grids,
 )
+from arcpipe.eval.puzzles import parse_identifiers
 from arcpipe.eval.reference import DIHEDRAL, reference_crop
 from arcpipe.eval.synthetic import encode
-from arcpipe.eval.vote import parse_identifiers
 
 
 def _canvas(rows: list[str]) -> np.ndarray:

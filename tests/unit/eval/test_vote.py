@@ -8,10 +8,11 @@ import pytest
 from conftest import tasks
 
 from arcpipe.config import ArcpipeError
-from arcpipe.eval.passk import load_tasks_from_json, score
+from arcpipe.eval.puzzles import load_tasks_from_json, parse_identifiers
 from arcpipe.eval.reference import grid_hash, reference_evaluate
+from arcpipe.eval.score import score
 from arcpipe.eval.synthetic import synthetic_predictions
-from arcpipe.eval.vote import parse_identifiers, vote
+from arcpipe.eval.vote import vote
 
 X = [[1, 2], [3, 4]]  # test input
 Y = [[5, 6], [7, 8]]  # its true output

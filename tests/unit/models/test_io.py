@@ -119,20 +119,16 @@ def test_import_with_the_wrong_arch_lists_missing_and_unexpected_keys(tmp_path: 
         import_upstream("trm", ckpt, config, tmp_path / "w.pt")
 
 
-def test_truncated_checkpoint_is_a_clear_error(tmp_path: Path) -> None:
-    head = tiny_head("trm")
-    path = tmp_path / "w.pt"
-    save_weights(path, head, arch="trm", arch_cfg=make_arch_config("trm", "tiny", {}), dataset=DATASET)
+def test_truncated_checkpoint_is_a_clear_error(tmp_path: Path, tiny_checkpoint) -> None:
+    path = tiny_checkpoint(tmp_path / "w.pt", DATASET)
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])
     with pytest.raises(ArcpipeError, match=r"w\.pt: cannot read the checkpoint \(truncated or corrupt"):
         load_weights(path, "cpu")
 
 
-def test_checkpoint_with_other_keys_names_them(tmp_path: Path) -> None:
-    head = tiny_head("trm")
-    path = tmp_path / "w.pt"
-    save_weights(path, head, arch="trm", arch_cfg=make_arch_config("trm", "tiny", {}), dataset=DATASET)
+def test_checkpoint_with_other_keys_names_them(tmp_path: Path, tiny_checkpoint) -> None:
+    path = tiny_checkpoint(tmp_path / "w.pt", DATASET)
     ckpt = torch.load(path, weights_only=True)
     ckpt["model"]["extra.weight"] = ckpt["model"].pop("lm_head.weight")
     torch.save(ckpt, path)

@@ -1,4 +1,5 @@
-"""The inference runner on a tiny real dataset and an untrained tiny TRM: outputs, refusals, torchrun equivalence."""
+"""A checkpoint's whole evaluation on a tiny real dataset and an untrained tiny TRM: outputs, refusals, controls,
+prediction from a challenges file, torchrun equivalence."""
 
 from __future__ import annotations
 
@@ -12,46 +13,23 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-import torch
 
 from arcpipe.cli import main
 from arcpipe.config import ArcpipeError, EvaluationConfig
 from arcpipe.data.dataset import identifiers_sha256, load_split
-from arcpipe.eval.predict import evaluate_checkpoint, predict, predict_challenges
-from arcpipe.eval.results import load_votes
-from arcpipe.models.io import core_of, save_weights
-from arcpipe.models.registry import build_model, make_arch_config
-from arcpipe.optim import make_optimizers
+from arcpipe.eval.evaluate import evaluate_checkpoint, predict_challenges
+from arcpipe.eval.write import load_votes
+from arcpipe.models.io import core_of
 from arcpipe.report.selection import subset_pass_at, task_scores
-from arcpipe.train.distributed import DistEnv
 
 FILES = ["metrics.json", "per_puzzle.csv", "submission.json", "votes.npz"]
 CONFIG = EvaluationConfig(batch_size=4, pass_ks=[1, 2, 10])
 
 
-def _head(split, seed: int = 0):
-    torch.manual_seed(seed)
-    cfg = make_arch_config("trm", "tiny", {})
-    meta = split.metadata
-    head = build_model(
-        cfg,
-        vocab_size=meta.vocab_size,
-        seq_len=meta.seq_len,
-        num_puzzle_identifiers=meta.num_puzzle_identifiers,
-        batch_size=4,
-        device="cpu",
-    )
-    return head, cfg
-
-
 @pytest.fixture(scope="module")
-def checkpoint(tiny_dataset, tmp_path_factory) -> Path:
-    split = load_split(tiny_dataset, "test")
-    head, cfg = _head(split)
+def checkpoint(tiny_dataset, tiny_checkpoint, tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("runs") / "tiny-run" / "ckpt" / "epoch_2.pt"
-    sha = identifiers_sha256(tiny_dataset)
-    save_weights(path, head, arch="trm", arch_cfg=cfg, dataset=split.metadata, identifiers_sha256=sha, step=7, epoch=2)
-    return path
+    return tiny_checkpoint(path, tiny_dataset, step=7, epoch=2)
 
 
 def test_evaluation_writes_all_files_with_model_metrics(checkpoint, tiny_dataset, tmp_path):
@@ -69,16 +47,10 @@ def test_evaluation_writes_all_files_with_model_metrics(checkpoint, tiny_dataset
     assert [len(v) for v in submission.values()] == [len(t["test"]) for t in test_puzzles.values()]
 
 
-def test_pass_at_k_after_the_last_act_step_is_the_evaluations_pass_at_k(tiny_dataset, tmp_path):
+def test_pass_at_k_after_the_last_act_step_is_the_evaluations_pass_at_k(tiny_dataset, tiny_checkpoint, tmp_path):
     # an untrained q_head gives every row the same q_halt (weights 0, bias -5): random weights, so that mean q
     # ranks the candidates, which each have one vote here
-    split = load_split(tiny_dataset, "test")
-    head, cfg = _head(split, seed=1)
-    with torch.no_grad():
-        next(m for name, m in head.named_modules() if name.endswith("q_head")).weight.normal_()
-    checkpoint = tmp_path / "ckpt.pt"
-    sha = identifiers_sha256(tiny_dataset)
-    save_weights(checkpoint, head, arch="trm", arch_cfg=cfg, dataset=split.metadata, identifiers_sha256=sha)
+    checkpoint = tiny_checkpoint(tmp_path / "ckpt.pt", tiny_dataset, seed=1, q_head="random")
     # an untrained model solves nothing, so its own answers become the truth: the first test input's best
     # candidate and the second one's runner-up, which makes pass@1 and pass@2 differ from 0 and from each other
     evaluate_checkpoint(checkpoint, tiny_dataset, tmp_path / "first", CONFIG, device="cpu")
@@ -131,52 +103,13 @@ def test_a_dataset_that_is_unverified_or_not_the_checkpoints_is_refused(
     assert not out.exists() or not any(out.iterdir())  # nothing partial left behind
 
 
-def test_a_checkpoint_with_other_sizes_is_refused(tiny_dataset, tmp_path):
+def test_a_checkpoint_with_other_sizes_is_refused(tiny_dataset, tiny_checkpoint, tmp_path):
     split = load_split(tiny_dataset, "test")
-    head, cfg = _head(split)
-    path = tmp_path / "ckpt.pt"
     meta = {"vocab_size": 12, "seq_len": 900, "num_puzzle_identifiers": split.metadata.num_puzzle_identifiers + 1}
-    save_weights(
-        path, head, arch="trm", arch_cfg=cfg, dataset=meta, identifiers_sha256=identifiers_sha256(tiny_dataset)
-    )
+    path = tiny_checkpoint(tmp_path / "ckpt.pt", meta, identifiers_sha256=identifiers_sha256(tiny_dataset))
     with pytest.raises(ArcpipeError, match="num_puzzle_identifiers"):
         evaluate_checkpoint(path, tiny_dataset, tmp_path / "out", CONFIG, device="cpu")
     assert not (tmp_path / "out").exists()
-
-
-def test_train_evaluate_train_in_one_process(tiny_dataset):
-    # evaluation tensors must never poison a later in-place update (upstream.md 5.7 item 2)
-    train, test = load_split(tiny_dataset, "train"), load_split(tiny_dataset, "test")
-    head, _ = _head(test)
-    optimizers = make_optimizers(
-        head, lr=1e-3, puzzle_emb_lr=1e-2, weight_decay=0.1, puzzle_emb_weight_decay=0.1, compile=False
-    )
-    ids = np.repeat(train.puzzle_identifiers, np.diff(train.puzzle_indices))
-    batch = {
-        "inputs": torch.from_numpy(train.inputs[:4].astype(np.int32)),
-        "labels": torch.from_numpy(np.where(train.labels[:4] == 0, -100, train.labels[:4].astype(np.int32))),
-        "puzzle_identifiers": torch.from_numpy(ids[:4].astype(np.int32)),
-    }
-
-    def train_step(carry):
-        head.train()
-        carry, loss, _, _, _ = head(carry, batch)
-        loss.backward()
-        for opt, _ in optimizers:
-            opt.step()
-            opt.zero_grad()
-        return carry
-
-    carry = train_step(head.initial_carry(batch))
-    test_ids = np.repeat(test.puzzle_identifiers, np.diff(test.puzzle_indices))
-    env = DistEnv(0, 0, 1)
-    first = predict(head, test.inputs, test.labels, test_ids, np.arange(len(test_ids)), 4, env)
-    assert head.training  # restored
-    before = {k: v.clone() for k, v in head.state_dict().items()}
-    carry = train_step(carry)  # the carry and weights after an evaluation still take in-place updates
-    assert any(not torch.equal(before[k], v) for k, v in head.state_dict().items())
-    second = predict(head, test.inputs, test.labels, test_ids, np.arange(len(test_ids)), 4, env)
-    assert first.preds.shape == second.preds.shape == (len(test_ids), 900)
 
 
 @pytest.mark.slow
@@ -262,21 +195,20 @@ def test_predict_refuses_malformed_challenge_grids(checkpoint, tiny_dataset, tmp
         predict_challenges(challenges, checkpoint, tiny_dataset / "identifiers.json", tmp_path / "s.json")
 
 
-def test_the_blank_id_control_is_a_second_pass_with_every_puzzle_embedding_blank(tiny_dataset, tmp_path):
+def test_the_blank_id_control_is_a_second_pass_with_every_puzzle_embedding_blank(
+    tiny_dataset, tiny_checkpoint, tmp_path
+):
     # checkpoint A has random puzzle embeddings; B is A with every row replaced by the blank row 0 by hand, so B's
     # normal pass is what A's control must be: the model asked with the blank identifier for every test row
     split = load_split(tiny_dataset, "test")
-    head, cfg = _head(split, seed=2)
-    table = core_of(head).puzzle_emb.weights
-    with torch.no_grad():
-        next(m for name, m in head.named_modules() if name.endswith("q_head")).weight.normal_()
-        table.normal_()
-    sha = identifiers_sha256(tiny_dataset)
-    meta = {"arch": "trm", "arch_cfg": cfg, "dataset": split.metadata, "identifiers_sha256": sha}
-    save_weights(tmp_path / "a.pt", head, **meta)
-    with torch.no_grad():
+
+    def blank_rows(head):
+        table = core_of(head).puzzle_emb.weights
         table.copy_(table[split.metadata.blank_identifier_id].expand_as(table).clone())
-    save_weights(tmp_path / "b.pt", head, **meta)
+
+    same = {"seed": 2, "table": 1.0, "q_head": "random"}
+    tiny_checkpoint(tmp_path / "a.pt", tiny_dataset, **same)
+    tiny_checkpoint(tmp_path / "b.pt", tiny_dataset, **same, edit=blank_rows)
     # B solves nothing, so its own answers become the truth (as in the depth test): the control's pass@K is not 0
     evaluate_checkpoint(tmp_path / "b.pt", tiny_dataset, tmp_path / "first", CONFIG, device="cpu")
     votes, _ = load_votes(tmp_path / "first" / "votes.npz")

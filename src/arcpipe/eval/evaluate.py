@@ -1,13 +1,19 @@
-"""Run a checkpoint over a dataset's test split and write its evaluation directory.
+"""Evaluate a checkpoint: the stages of eval/ called in order, and the files they leave.
 
     arcpipe evaluate results/runs/trm-smoke/ckpt/epoch_2.pt results/data/smoke --out results/eval/trm-smoke/epoch_2
     torchrun --standalone --nproc-per-node 4 -m arcpipe evaluate CKPT DATASET --out DIR --config config.yaml
+    arcpipe predict CHALLENGES.json CKPT --identifiers identifiers.json --out submission.json [--adapt MINUTES]
 
-Every test example runs the full halt_max_steps (eval mode), in batches, under `torch.no_grad()`: tensors made here
-are ordinary tensors, so nothing from an evaluation can break a later in-place update in training (upstream.md 5.7,
-item 2). Under torchrun each rank takes a contiguous shard of the examples; rank 0 gathers the predictions in
-global example order, so the result does not depend on the number of processes. A single process needs no
-process group (upstream.md 5.7, item 1).
+One checkpoint's evaluation is a line of stages, each a module that takes the previous one's output:
+
+    infer.predict        model + the rows of a split -> infer.Predictions (answers per view; per-step keys)
+    vote.vote            answers of every view -> vote.Votes (ranked candidates per test input)
+    score.score          candidates -> score.Scores (pass@K, label ranks, task scores)
+    write.write_results  -> metrics.json, submission.json, per_puzzle.csv, votes.npz
+
+beside which pass@K against depth runs vote.vote_by_depth -> score.score_by_depth on the per-step keys. Below the
+stages: puzzles.py (identifiers, ground truth) and grids.py (canvases and grids). `evaluate_predictions` is the
+vote -> score -> submission part, for predictions made elsewhere (benchmarks, tests).
 """
 
 from __future__ import annotations
@@ -22,31 +28,45 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.distributed as dist
+import yaml
+from pydantic import ValidationError
 
-from arcpipe.config import ArcpipeError, EvaluationConfig
-from arcpipe.eval.depth import CandidateKeys, depth_metrics, score_by_depth
-from arcpipe.eval.passk import load_test_puzzles
-from arcpipe.eval.results import evaluate_predictions, load_identifiers, write_results
-from arcpipe.eval.vote import parse_identifiers
+from arcpipe.config import ArcpipeError, EvaluationConfig, format_validation_error
+from arcpipe.data.arc import load_challenges
+from arcpipe.data.augment import parse_identifier, to_canvas
+from arcpipe.data.dataset import identifiers_sha256, load_split
+from arcpipe.eval.adapt import (
+    AdaptStats,
+    Demonstrations,
+    Hyperparameters,
+    demonstrations,
+    extend_checkpoint,
+    fit,
+    views_per_task,
+)
+from arcpipe.eval.infer import METRIC_KEYS, CandidateKeys, predict, rows_of_tasks
+from arcpipe.eval.puzzles import (
+    TestPuzzles,
+    load_identifiers,
+    load_tasks_from_json,
+    load_test_puzzles,
+    parse_identifiers,
+)
+from arcpipe.eval.score import DEFAULT_KS, score, score_by_depth
+from arcpipe.eval.vote import vote, vote_by_depth
+from arcpipe.eval.write import (
+    EvalResult,
+    build_submission,
+    depth_metrics,
+    validate_submission,
+    write_results,
+)
 from arcpipe.files import atomic_write_many, file_sha256
+from arcpipe.models.io import check_identifiers, model_from_checkpoint, read_weights
+from arcpipe.train import distributed
+from arcpipe.train.tracking import log_evaluation
 
 log = logging.getLogger(__name__)
-
-IGNORE_LABEL_ID = -100
-METRIC_KEYS = ("accuracy", "exact_accuracy", "q_halt_accuracy", "steps", "lm_loss", "q_halt_loss")
-
-
-@dataclass(frozen=True)
-class Predictions:
-    """The model's answers for some test examples, in global example order (rank 0 only after gathering)."""
-
-    rows: np.ndarray  # (N,) int64 example indices into the test split
-    preds: np.ndarray  # (N, seq_len) uint8 argmax tokens at the last ACT step
-    q_halt_logits: np.ndarray  # (N,) float32
-    metric_sums: dict[str, float]  # the loss head's metric sums over these examples (with "count")
-    step_keys: np.ndarray | None = None  # (N, D, 2) int64 key of the answer after each ACT step (eval/depth.py)
-    step_q_halt: np.ndarray | None = None  # (N, D) float32 q_halt logit after each ACT step
 
 
 @dataclass(frozen=True)
@@ -54,7 +74,7 @@ class PredictSummary:
     """What `predict_challenges` found: pass@K when solutions were given, the adaptation's figures when it ran."""
 
     pass_at: dict[int, float] | None
-    adaptation: Any = None  # eval.adapt.AdaptStats
+    adaptation: AdaptStats | None = None
 
 
 def evaluate_checkpoint(
@@ -69,10 +89,6 @@ def evaluate_checkpoint(
 
     quick: score only the first `quick` tasks of test_puzzles.json (a fixed subset, for fast feedback).
     """
-    from arcpipe.data.dataset import identifiers_sha256, load_split
-    from arcpipe.models.io import check_identifiers, model_from_checkpoint, read_weights
-    from arcpipe.train import distributed
-
     start = time.perf_counter()
     config = config or EvaluationConfig()
     quick = quick or config.quick_puzzles
@@ -124,15 +140,15 @@ def evaluate_checkpoint(
             config.pass_ks,
         )
         assert predictions.step_keys is not None and predictions.step_q_halt is not None
-        depth = score_by_depth(
+        depth_votes = vote_by_depth(
             np.asarray(split.inputs[predictions.rows]),
             predictions.step_keys,
             predictions.step_q_halt,
             example_ids[predictions.rows],
             identifiers,
             test,
-            config.pass_ks,
         )
+        depth = score_by_depth(depth_votes, test, config.pass_ks)
         sums = predictions.metric_sums
         count = max(sums.get("count", 0.0), 1.0)
         extra = {f"eval/{k}": sums[k] / count for k in METRIC_KEYS if k in sums}
@@ -166,6 +182,42 @@ def evaluate_checkpoint(
         distributed.teardown(env)
 
 
+def evaluate_predictions(
+    inputs: np.ndarray,
+    preds: np.ndarray,
+    puzzle_identifiers: np.ndarray,
+    q_halt_logits: np.ndarray,
+    identifiers: Sequence[str] | str | Path,
+    test: TestPuzzles | str | Path,
+    ks: Sequence[int] = DEFAULT_KS,
+) -> EvalResult:
+    """Vote, score and build the submission for one set of predictions (fresh votes: one checkpoint): stages 2 and
+    3 and the submission of stage 4, for `write_results`.
+
+    identifiers: the dataset's identifiers.json (path or loaded list); test: its test_puzzles.json (path or loaded).
+    """
+    start = time.perf_counter()
+    if not isinstance(identifiers, Sequence) or isinstance(identifiers, str):
+        identifiers = load_identifiers(identifiers)
+    if not isinstance(test, TestPuzzles):
+        test = load_test_puzzles(test)
+    votes = vote(inputs, preds, puzzle_identifiers, q_halt_logits, identifiers, test)
+    scores = score(votes, test, ks)
+    submission, stats = build_submission(votes, test)
+    validate_submission(submission, test)
+    seconds = time.perf_counter() - start
+    log.info(
+        "%d predictions (%d used, %d unmatched, %d other) -> %s in %.2f s",
+        votes.num_used + votes.num_unmatched + votes.num_other,
+        votes.num_used,
+        votes.num_unmatched,
+        votes.num_other,
+        ", ".join(f"pass@{k} {v:.4f}" for k, v in scores.pass_at.items()),
+        seconds,
+    )
+    return EvalResult(test, votes, scores, submission, stats, seconds)
+
+
 def blank_id_control(
     head: torch.nn.Module,
     split: Any,
@@ -174,7 +226,7 @@ def blank_id_control(
     batch_size: int,
     env: Any,
     identifiers: Sequence[str],
-    test: Any,
+    test: TestPuzzles,
     ks: Sequence[int],
 ) -> dict[str, float] | None:
     """pass@K of a second pass with every row's puzzle embedding replaced by the blank row; rank 0's, else None.
@@ -225,11 +277,6 @@ def predict_challenges(
     (`rows`), the rows then every weight (`rows+full`), everything (`full`) or low-rank adapters and the rows
     (`lora`) (eval/adapt.py). The checkpoint file is only read.
     """
-    from arcpipe.data.augment import parse_identifier, to_canvas
-    from arcpipe.eval.passk import load_tasks_from_json
-    from arcpipe.models.io import check_identifiers, model_from_checkpoint, read_weights
-    from arcpipe.train import distributed
-
     config = config or EvaluationConfig()
     challenges, identifiers_path, checkpoint = Path(challenges), Path(identifiers_path), Path(checkpoint)
     raw = _read_tasks(challenges)
@@ -258,32 +305,17 @@ def predict_challenges(
         )
     demos = None
     if unknown:
-        from arcpipe.data.arc import load_challenges
-        from arcpipe.eval.adapt import demonstrations, views_per_task
-
         tasks = load_challenges(challenges)
         num_aug = views_per_task(identifiers) - 1  # as many views as the checkpoint's own tasks have
         demos = demonstrations({name: tasks[name] for name in unknown}, len(identifiers), num_aug, seed)
         for offset, name in enumerate(demos.names):
             views.setdefault(parse_identifier(name)[0], []).append(len(identifiers) + offset)
         identifiers = [*identifiers, *demos.names]
-    # rows: task by task, view by view (identifier order), test input by test input, like a built test split
-    canvases, labels, ids = [], [], []
-    for t, task in enumerate(test.task_names):
-        pairs = range(test.task_pair_start[t], test.task_pair_start[t + 1])
-        for pid in views[task]:
-            augmentation = parse_identifier(identifiers[pid])[1]
-            for p in pairs:
-                x = augmentation.apply(test.group_inputs[test.pair_group[p]])
-                y = augmentation.apply(test.labels[p]) if test.has_label[p] else None
-                canvases.append(to_canvas(np.ascontiguousarray(x)))
-                labels.append(to_canvas(np.ascontiguousarray(y)) if y is not None else np.zeros(900, np.uint8))
-                ids.append(pid)
-    inputs, label_tokens, example_ids = np.stack(canvases), np.stack(labels), np.array(ids, dtype=np.int64)
+    inputs, label_tokens, example_ids = _view_rows(test, identifiers, views)
     want_gpu = (device or ("cuda" if torch.cuda.is_available() else "cpu")) != "cpu"
     env = distributed.setup(None, gpus=1 if want_gpu else 0)
     try:
-        local_batch = max(min(config.batch_size // env.world_size, -(-len(ids) // env.world_size)), 1)
+        local_batch = max(min(config.batch_size // env.world_size, -(-len(example_ids) // env.world_size)), 1)
         adaptation = None
         if demos is None:
             head, _ = model_from_checkpoint(ckpt, env.device, source=checkpoint, batch_size=local_batch)
@@ -292,7 +324,7 @@ def predict_challenges(
                 ckpt, checkpoint, demos, config, env, adapt_minutes or 0.0, adapt_steps, seed, adapt_mode
             )
         del ckpt  # the weights live in the model now
-        rows = np.arange(len(ids), dtype=np.int64)
+        rows = np.arange(len(example_ids), dtype=np.int64)
         predictions = predict(head, inputs, label_tokens, example_ids, rows, local_batch, env)
         if env.rank != 0:
             return None
@@ -303,7 +335,7 @@ def predict_challenges(
         out = Path(out)
         out.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_many(out.parent, {out.name: json.dumps(result.submission, separators=(",", ":")).encode()})
-        log.info("%s: %d tasks, %d views -> %s", challenges, test.num_tasks, len(ids), out)
+        log.info("%s: %d tasks, %d views -> %s", challenges, test.num_tasks, len(example_ids), out)
         if solutions is None:
             return PredictSummary(None, adaptation)
         log.info("%s", ", ".join(f"pass@{k} {100 * v:.2f}%" for k, v in result.scores.pass_at.items()))
@@ -316,18 +348,15 @@ def predict_challenges(
 def _adapted_head(
     ckpt: Mapping[str, Any],
     checkpoint: Path,
-    demos: Any,
+    demos: Demonstrations,
     config: EvaluationConfig,
     env: Any,
     minutes: float,
     max_steps: int | None,
     seed: int,
     mode: str = "rows",
-) -> tuple[torch.nn.Module, Any]:
+) -> tuple[torch.nn.Module, AdaptStats]:
     """The checkpoint's model with its table extended by the rows of `demos`, adapted in `mode` (eval/adapt.py)."""
-    from arcpipe.eval.adapt import Hyperparameters, extend_checkpoint, fit
-    from arcpipe.models.io import model_from_checkpoint
-
     run = ckpt.get("run_config") or {}
     # the run's global batch when it is known (the batch its embeddings were trained with), within the evaluator's
     batch = min(int(run.get("global_batch_size", config.batch_size)), config.batch_size)
@@ -349,73 +378,8 @@ def _adapted_head(
     return head, stats  # in eval mode again (fit restores the mode)
 
 
-def predict(
-    head: torch.nn.Module,
-    inputs: np.ndarray,
-    labels: np.ndarray,
-    example_ids: np.ndarray,
-    rows: np.ndarray,
-    batch_size: int,
-    env: Any,
-    step_keys: CandidateKeys | None = None,
-) -> Predictions | None:
-    """Run `head` for the full halt_max_steps on `rows` of the split; rank 0 gets every rank's answers, in order.
-
-    inputs, labels: (N_ex, seq_len) uint8 tokens (labels PAD 0 -> ignored); example_ids: (N_ex,) puzzle id of each
-    example. Each rank takes the contiguous shard `rows[rank * S:(rank + 1) * S]`; the last batch of a shard is
-    padded with blank rows (puzzle id 0, labels ignored), as upstream's loader pads a short batch. With
-    `step_keys`, every row's answer and q_halt logit are also kept after each ACT step, the answer as its key
-    (eval/depth.py), for pass@K against depth.
-    """
-    shard_size = -(-len(rows) // env.world_size)
-    mine = rows[env.rank * shard_size : (env.rank + 1) * shard_size]
-    seq_len = inputs.shape[1]
-    preds = torch.zeros((shard_size, seq_len), dtype=torch.uint8, device=env.device)
-    q_halt = torch.zeros(shard_size, dtype=torch.float32, device=env.device)
-    num_steps = head.model.max_steps if step_keys is not None else 0  # eval mode: every row runs all of them
-    keys = torch.zeros((shard_size, num_steps, 2), dtype=torch.int64, device=env.device)
-    step_q = torch.zeros((shard_size, num_steps), dtype=torch.float32, device=env.device)
-    sums = torch.zeros(len(METRIC_KEYS) + 1, dtype=torch.float64, device=env.device)  # + count
-    was_training = head.training
-    head.eval()
-    try:
-        with torch.no_grad():
-            for start in range(0, len(mine), batch_size):
-                chunk = mine[start : start + batch_size]
-                batch = _batch(inputs, labels, example_ids, chunk, batch_size, env.device)
-                carry = head.initial_carry(batch)
-                n = len(chunk)
-                step = 0
-                while True:
-                    carry, _, metrics, outputs, all_halted = head(carry, batch, return_keys=("preds", "q_halt_logits"))
-                    if step_keys is not None:
-                        step_preds = outputs["preds"][:n].to(torch.uint8).cpu().numpy()
-                        keys[start : start + n, step] = torch.from_numpy(step_keys(chunk, step_preds)).to(env.device)
-                        step_q[start : start + n, step] = outputs["q_halt_logits"][:n].float()
-                    step += 1
-                    if all_halted:
-                        break
-                assert step_keys is None or step == num_steps, (step, num_steps)
-                preds[start : start + n] = outputs["preds"][:n].to(torch.uint8)
-                q_halt[start : start + n] = outputs["q_halt_logits"][:n].float()
-                sums += torch.stack([metrics[k].double() for k in (*METRIC_KEYS, "count")])
-    finally:
-        head.train(was_training)
-    per_row = [preds, q_halt] + ([keys, step_q] if step_keys is not None else [])
-    if env.world_size > 1:
-        *per_row, sums = _gather_to_all(*per_row, sums, world_size=env.world_size)
-    if env.rank != 0:
-        return None
-    n = len(rows)
-    totals = dict(zip((*METRIC_KEYS, "count"), sums.cpu().tolist(), strict=True))
-    arrays = [t[:n].cpu().numpy() for t in per_row]
-    return Predictions(rows, arrays[0], arrays[1], totals, *arrays[2:])
-
-
 def load_evaluation_config(path: str | Path) -> EvaluationConfig:
     """The `evaluation:` section of a workflow or resolved run config (defaults where it has none)."""
-    import yaml
-
     path = Path(path)
     try:
         raw = yaml.safe_load(path.read_text()) or {}
@@ -426,10 +390,6 @@ def load_evaluation_config(path: str | Path) -> EvaluationConfig:
 
 def evaluation_config_from(raw: dict, source: str) -> EvaluationConfig:
     """The `evaluation:` section of a loaded config (defaults where it has none); errors name `source`."""
-    from pydantic import ValidationError
-
-    from arcpipe.config import format_validation_error
-
     try:
         return EvaluationConfig.model_validate(raw.get("evaluation") or {})
     except ValidationError as err:
@@ -466,6 +426,29 @@ def check_sizes(meta: Mapping[str, Any], metadata: Any, checkpoint: Path, datase
         )
 
 
+# --------------------------------------------------------------------------------------------------------------
+
+
+def _view_rows(
+    test: TestPuzzles, identifiers: Sequence[str], views: Mapping[str, list[int]]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(inputs, labels, example_ids) of every test input under every view of its task: (N, 900) uint8 tokens twice
+    (labels all PAD where unknown), (N,) int64 puzzle ids."""
+    # task by task, view by view (identifier order), test input by test input, like a built test split
+    canvases, labels, ids = [], [], []
+    for t, task in enumerate(test.task_names):
+        pairs = range(test.task_pair_start[t], test.task_pair_start[t + 1])
+        for pid in views[task]:
+            augmentation = parse_identifier(identifiers[pid])[1]
+            for p in pairs:
+                x = augmentation.apply(test.group_inputs[test.pair_group[p]])
+                y = augmentation.apply(test.labels[p]) if test.has_label[p] else None
+                canvases.append(to_canvas(np.ascontiguousarray(x)))
+                labels.append(to_canvas(np.ascontiguousarray(y)) if y is not None else np.zeros(900, np.uint8))
+                ids.append(pid)
+    return np.stack(canvases), np.stack(labels), np.array(ids, dtype=np.int64)
+
+
 def _sha256(path: Path) -> str:
     try:
         return file_sha256(path)
@@ -483,59 +466,7 @@ def _read_tasks(path: Path) -> dict[str, Any]:
     return raw
 
 
-def rows_of_tasks(example_ids: np.ndarray, identifiers: Sequence[str], tasks: Sequence[str]) -> np.ndarray:
-    """(R,) indices of the examples whose puzzle belongs to one of `tasks`."""
-    unique, inverse = np.unique(example_ids, return_inverse=True)
-    names, _, _ = parse_identifiers([identifiers[i] for i in unique.tolist()])
-    wanted = set(tasks)
-    keep = np.array([name in wanted for name in names], dtype=bool)
-    return np.flatnonzero(keep[inverse]).astype(np.int64)
-
-
-# --------------------------------------------------------------------------------------------------------------
-
-
-def _batch(
-    inputs: np.ndarray,
-    labels: np.ndarray,
-    example_ids: np.ndarray,
-    rows: np.ndarray,
-    batch_size: int,
-    device: torch.device,
-) -> dict[str, torch.Tensor]:
-    # (B, L) int32; a short batch is padded with blank rows: id 0, inputs PAD, labels ignored
-    seq_len = inputs.shape[1]
-    x = np.zeros((batch_size, seq_len), dtype=np.int32)
-    y = np.full((batch_size, seq_len), IGNORE_LABEL_ID, dtype=np.int32)
-    ids = np.zeros(batch_size, dtype=np.int32)
-    n = len(rows)
-    x[:n] = inputs[rows]
-    label_rows = labels[rows].astype(np.int32)
-    y[:n] = np.where(label_rows == 0, IGNORE_LABEL_ID, label_rows)
-    ids[:n] = example_ids[rows]
-    return {
-        "inputs": torch.from_numpy(x).to(device),
-        "labels": torch.from_numpy(y).to(device),
-        "puzzle_identifiers": torch.from_numpy(ids).to(device),
-    }
-
-
-def _gather_to_all(*per_row: torch.Tensor, world_size: int) -> tuple[torch.Tensor, ...]:
-    # per_row: tensors with one row per example of the shard, then the metric sums (reduced, not gathered); every
-    # shard has the same padded size, so all_gather works on NCCL and gloo alike; rank order = row order
-    *shards, sums = per_row
-    gathered = []
-    for shard in shards:
-        parts = [torch.empty_like(shard) for _ in range(world_size)]
-        dist.all_gather(parts, shard)
-        gathered.append(torch.cat(parts))
-    dist.all_reduce(sums)
-    return (*gathered, sums)
-
-
 def _mirror_to_wandb(run_config: Mapping[str, Any], run_name: str, metrics: Mapping[str, Any], out_dir: Path) -> None:
-    from arcpipe.train.tracking import log_evaluation
-
     try:
         log_evaluation(run_config, run_name, metrics, out_dir)
     except Exception as err:  # noqa: BLE001  (W&B is a mirror: metrics.json, written above, is the record)

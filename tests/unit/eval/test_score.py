@@ -1,4 +1,5 @@
-"""pass@K after every ACT step: hand-built steps with known answers, and the keyed vote against `vote` per step."""
+"""pass@K from ranked candidates: averaged per task, and after every ACT step (the keyed vote per step against
+`vote` on that step's predictions)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ import numpy as np
 import pytest
 from conftest import tasks
 
-from arcpipe.eval.depth import CandidateKeys, depth_metrics, score_by_depth
-from arcpipe.eval.passk import load_tasks_from_json, score
+from arcpipe.eval.infer import CandidateKeys
+from arcpipe.eval.puzzles import load_tasks_from_json
+from arcpipe.eval.score import score, score_by_depth
 from arcpipe.eval.synthetic import synthetic_predictions
-from arcpipe.eval.vote import vote
+from arcpipe.eval.vote import vote, vote_by_depth
+from arcpipe.eval.write import depth_metrics
 
 X, Y, W, V = [[1, 2], [3, 4]], [[5, 6], [7, 8]], [[5, 6], [7, 0]], [[9]]
 X2, Y2 = [[1]], [[2, 2]]
@@ -29,6 +32,17 @@ STEPS = [
 T_SCORES = {1: (0, 1, 1), 2: (1, 1, 1), 3: (0, 0, 1), 4: (1, 1, 1)}
 
 
+def test_pass_at_k_is_averaged_over_every_task_including_ones_without_predictions(make_rows):
+    test = tasks({"a": [(X, Y)], "b": [(X, Y), ([[1]], [[1]])], "c": [(X, Y)], "d": [(X, Y)]})
+    rows = [("a", X, W, 1.0), ("a|||t2|||0123456789", X, Y, 0.0), ("b", X, Y, 0.0), ("c", X, W, 0.0)]
+    votes = vote(**make_rows(rows), test=test)
+    scores = score(votes, test, (1, 2, 1000))
+    # a: Y second -> 0 at K=1, 1 at K=2; b: 1 of 2 pairs; c: wrong; d: no predictions
+    assert scores.pass_at == {1: 0.5 / 4, 2: 1.5 / 4, 1000: 1.5 / 4}
+    assert scores.task_score[:, 1].tolist() == [1.0, 0.5, 0.0, 0.0]
+    assert scores.label_rank.tolist() == [1, 0, -1, -1, -1]
+
+
 def _steps(make_rows, steps):
     """The rows of every step (same views, same order), their keys (N, D, 2) and q_halt (N, D)."""
     arrays = [make_rows([(name, X, y, q) for name, y, q in step] + [("u", X2, Y2, 0.0)]) for step in steps]
@@ -44,9 +58,10 @@ def test_pass_at_k_is_scored_after_every_step(make_rows):
     test = tasks({"t": [(X, Y)], "u": [(X2, Y2)]})
     arrays, step_keys, step_q = _steps(make_rows, STEPS)
     first = arrays[0]
-    scores = score_by_depth(
-        first["inputs"], step_keys, step_q, first["puzzle_identifiers"], first["identifiers"], test, KS
+    depth_votes = vote_by_depth(
+        first["inputs"], step_keys, step_q, first["puzzle_identifiers"], first["identifiers"], test
     )
+    scores = score_by_depth(depth_votes, test, KS)
     assert {d: s.pass_at for d, s in scores.items()} == {
         d: {k: (t + 1) / 2 for k, t in zip(KS, t_scores, strict=True)} for d, t_scores in T_SCORES.items()
     }
@@ -58,20 +73,11 @@ def test_full_ties_keep_first_seen_order_at_every_step(make_rows):
     steps = [[("t", W, 1.0), (ROT, Y, 1.0), (PERM, V, 1.0)], [("t", Y, 1.0), (ROT, W, 1.0), (PERM, V, 1.0)]]
     arrays, step_keys, step_q = _steps(make_rows, steps)
     first = arrays[0]
-    scores = score_by_depth(
-        first["inputs"], step_keys, step_q, first["puzzle_identifiers"], first["identifiers"], test, KS
+    depth_votes = vote_by_depth(
+        first["inputs"], step_keys, step_q, first["puzzle_identifiers"], first["identifiers"], test
     )
+    scores = score_by_depth(depth_votes, test, KS)
     assert scores[1].label_rank.tolist() == [1, 0] and scores[2].label_rank.tolist() == [0, 0]
-
-
-def test_the_same_answer_in_every_view_has_one_key(make_rows):
-    arrays = make_rows([("t", X, Y, 0.0), (ROT, X, Y, 0.0), (PERM, X, Y, 0.0), (PERM, X, W, 0.0)])
-    n = len(arrays["puzzle_identifiers"])
-    keys = CandidateKeys(arrays["puzzle_identifiers"], arrays["identifiers"], np.arange(n))(
-        np.arange(n), arrays["preds"]
-    )
-    assert keys.shape == (4, 2) and keys.dtype == np.int64
-    assert (keys[:3] == keys[0]).all() and (keys[3] != keys[0]).any()
 
 
 @pytest.mark.parametrize("ties", [False, True])
@@ -88,7 +94,8 @@ def test_each_step_scores_as_voting_on_that_steps_predictions(ties):
     step_keys = np.stack([keys(np.arange(n), s.preds) for s in steps], axis=1)
     step_q = np.stack([np.round(s.q_halt_logits) if ties else s.q_halt_logits for s in steps], axis=1)
     ks = (1, 2, 5, 1000)
-    by_depth = score_by_depth(s0.inputs, step_keys, step_q, s0.puzzle_identifiers, s0.identifiers, test, ks)
+    depth_votes = vote_by_depth(s0.inputs, step_keys, step_q, s0.puzzle_identifiers, s0.identifiers, test)
+    by_depth = score_by_depth(depth_votes, test, ks)
     assert sorted(by_depth) == [1, 2, 3, 4]
     for d, s in enumerate(steps, start=1):
         expected = score(

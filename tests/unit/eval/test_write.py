@@ -1,4 +1,5 @@
-"""The evaluation directory: all four files or none, their contents, and pooling votes across checkpoints."""
+"""The evaluation directory: all four files or none, their contents, votes.npz read back, and submission.json
+against the stored schema."""
 
 from __future__ import annotations
 
@@ -13,15 +14,18 @@ import pytest
 from conftest import tasks
 
 from arcpipe.config import ArcpipeError
-from arcpipe.eval.passk import load_tasks_from_json, score
-from arcpipe.eval.results import (
-    evaluate_predictions,
-    load_votes,
-    pool_votes,
-    write_results,
-)
+from arcpipe.eval.evaluate import evaluate_predictions
+from arcpipe.eval.puzzles import load_tasks_from_json
 from arcpipe.eval.synthetic import synthetic_predictions
 from arcpipe.eval.vote import vote
+from arcpipe.eval.write import (
+    FALLBACK_GRID,
+    SCHEMA_PATH,
+    build_submission,
+    load_votes,
+    validate_submission,
+    write_results,
+)
 from arcpipe.files import atomic_write_many
 
 X, Y, W = [[1, 2], [3, 4]], [[5, 6], [7, 8]], [[5, 6], [7, 0]]
@@ -83,44 +87,6 @@ def test_votes_file_round_trips(tmp_path, arc_sample):
     assert stored_test.task_names == test.task_names
     assert np.array_equal(votes.count, result.votes.count) and np.array_equal(votes.q_sum, result.votes.q_sum)
     assert np.array_equal(votes.grids.cells, result.votes.grids.cells)
-    pooled, _, _ = pool_votes([tmp_path / "votes.npz"])
-    assert pooled.pass_at == result.scores.pass_at
-
-
-def test_pooled_votes_equal_voting_over_all_predictions_at_once(tmp_path, arc_sample):
-    # upstream's aggregated voting appends each evaluation's predictions to one list (upstream.md 5.4)
-    raw, test = arc_sample
-    runs = [
-        synthetic_predictions(raw, 10, seed=7, pred_seed=i, p_correct=p, p_corrupt=0.7)
-        for i, p in enumerate((0.03, 0.08, 0.15))
-    ]
-    paths = []
-    for i, s in enumerate(runs):
-        q = np.round(s.q_halt_logits)  # few distinct q values, so ties on votes and on mean q both happen
-        result = evaluate_predictions(s.inputs, s.preds, s.puzzle_identifiers, q, s.identifiers, test)
-        write_results(tmp_path / f"epoch_{i}", result)
-        paths.append(tmp_path / f"epoch_{i}" / "votes.npz")
-    pooled, pooled_votes, _ = pool_votes(paths, ks=(1, 2, 5))
-    together = vote(
-        np.concatenate([s.inputs for s in runs]),
-        np.concatenate([s.preds for s in runs]),
-        np.concatenate([s.puzzle_identifiers for s in runs]),
-        np.concatenate([np.round(s.q_halt_logits) for s in runs]),
-        runs[0].identifiers,  # same seed: same views and names
-        test,
-    )
-    assert pooled.pass_at == score(together, test, (1, 2, 5)).pass_at
-    assert np.array_equal(pooled_votes.count, together.count)
-    assert np.array_equal(pooled_votes.grids.cells, together.grids.cells)
-
-
-def test_pooling_refuses_votes_of_other_test_puzzles(tmp_path, make_rows):
-    for name, spec in (("one", {"a": [(X, Y)]}), ("two", {"b": [(X, Y)]})):
-        test = tasks(spec)
-        task = next(iter(spec))
-        write_results(tmp_path / name, evaluate_predictions(**make_rows([(task, X, Y, 0.0)]), test=test))
-    with pytest.raises(ArcpipeError, match="other test puzzles"):
-        pool_votes([tmp_path / "one" / "votes.npz", tmp_path / "two" / "votes.npz"])
 
 
 @pytest.mark.parametrize("umask", [0o022, 0o027, 0o077])
@@ -134,3 +100,51 @@ def test_written_files_get_the_mode_the_umask_gives_as_open_would(tmp_path, umas
         os.umask(old)
     mode = (tmp_path / "table.md").stat().st_mode & 0o777
     assert mode == 0o666 & ~umask == (tmp_path / "plain.md").stat().st_mode & 0o777
+
+
+def test_submission_has_an_entry_for_every_test_input_with_a_fallback(make_rows):
+    test = tasks({"a": [(X, Y)], "b": [(X, Y), ([[1]], [[1]])]})
+    empty = np.zeros(900, np.uint8)
+    rows = [("a", X, W, 1.0), ("a|||t2|||0123456789", X, Y, 0.0), ("b", X, empty, 0.0)]
+    submission, stats = build_submission(vote(**make_rows(rows), test=test), test)
+    assert submission == {
+        "a": [{"attempt_1": W, "attempt_2": Y}],
+        "b": [
+            {"attempt_1": FALLBACK_GRID, "attempt_2": FALLBACK_GRID},  # empty grid, repeated
+            {"attempt_1": FALLBACK_GRID, "attempt_2": FALLBACK_GRID},  # no candidate at all
+        ],
+    }
+    assert (stats.num_entries, stats.pairs_without_candidates, stats.empty_attempts) == (3, 1, 2)
+    validate_submission(submission, test)
+
+
+def test_a_single_candidate_is_repeated_as_attempt_2(make_rows):
+    test = tasks({"a": [(X, Y)]})
+    submission, _ = build_submission(vote(**make_rows([("a", X, Y, 0.0)]), test=test), test)
+    assert submission == {"a": [{"attempt_1": Y, "attempt_2": Y}]}
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"a": [{"attempt_1": [[1]]}]},  # attempt_2 missing
+        {"a": [{"attempt_1": [[1]], "attempt_2": [[10]]}]},  # colour out of range
+        {"a": [{"attempt_1": [], "attempt_2": [[1]]}]},  # empty grid
+        {"a": [{"attempt_1": [[1, 2], [3]], "attempt_2": [[1]]}]},  # ragged rows
+        {"a": []},
+    ],
+)
+def test_malformed_submissions_are_rejected(bad):
+    with pytest.raises(ArcpipeError, match="submission.json"):
+        validate_submission(bad)
+
+
+def test_a_submission_missing_a_test_input_is_rejected():
+    test = tasks({"a": [(X, Y), (W, Y)]})
+    with pytest.raises(ArcpipeError, match="1 entries for 2 test inputs"):
+        validate_submission({"a": [{"attempt_1": [[1]], "attempt_2": [[1]]}]}, test)
+
+
+def test_the_schema_file_is_valid_json_schema():
+    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema.Draft202012Validator.check_schema(json.loads(SCHEMA_PATH.read_text()))

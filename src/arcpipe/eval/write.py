@@ -1,13 +1,15 @@
-"""The files an evaluation leaves in its directory, written all-or-nothing, and pooled votes across checkpoints.
+"""Stage 4 of an evaluation, write: the files an evaluation leaves in its directory, written all-or-nothing.
 
-    result = evaluate_predictions(inputs, preds, puzzle_identifiers, q_halt_logits, dataset_dir)
+    submission, stats = build_submission(votes, test)          # evaluate.evaluate_predictions builds it
     write_results(out_dir, result, step=..., epoch=..., extra_metrics={"eval/lm_loss": ...})
 
 DIR/metrics.json      pass@K, counts, step, epoch, wall time, the loss/accuracy metrics passed in, and pass@K
-                      after every ACT step ("depth", eval/depth.py) and of control passes ("controls") when given
-DIR/submission.json   ARC Prize layout, an entry for every test input (see passk.build_submission)
+                      after every ACT step ("depth", score.score_by_depth) and of control passes ("controls") when
+                      given
+DIR/submission.json   ARC Prize layout, an entry for every test input (see `build_submission`), checked against
+                      submission.schema.json (`validate_submission`)
 DIR/per_puzzle.csv    one row per test input: correct at each K, candidates, winner's votes, label's rank
-DIR/votes.npz         ranked candidates with vote counts and q sums per test input; `pool_votes` pools them
+DIR/votes.npz         ranked candidates with vote counts and q sums per test input; `load_votes` reads it back
 
 metrics.json is renamed into place last, so its presence means the other three are complete.
 """
@@ -17,9 +19,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-import logging
-import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,26 +28,24 @@ import numpy as np
 
 from arcpipe.config import ArcpipeError
 from arcpipe.eval.grids import Grids
-from arcpipe.eval.passk import (
-    DEFAULT_KS,
-    Scores,
-    SubmissionStats,
-    TestPuzzles,
-    build_submission,
-    load_test_puzzles,
-    score,
-    validate_submission,
-)
-from arcpipe.eval.vote import Votes, rank, vote
+from arcpipe.eval.puzzles import TestPuzzles
+from arcpipe.eval.score import Scores
+from arcpipe.eval.vote import Votes
 from arcpipe.files import atomic_write_many
 
-log = logging.getLogger(__name__)
-
+SCHEMA_PATH = Path(__file__).with_name("submission.schema.json")
+FALLBACK_GRID: list[list[int]] = [[0]]  # the attempt written when a test input has no (non-empty) candidate
 VOTES_FORMAT = 1  # bump when votes.npz changes layout
 
 
 @dataclass(frozen=True)
 class EvalResult:
+    """One set of predictions voted on, scored and written as a submission: what `write_results` writes.
+
+    Made by evaluate.evaluate_predictions (vote.vote -> score.score -> `build_submission`); read by
+    `write_results` and by the callers that report pass@K.
+    """
+
     test: TestPuzzles
     votes: Votes
     scores: Scores
@@ -56,39 +54,72 @@ class EvalResult:
     seconds: float  # post-processing wall time
 
 
-def evaluate_predictions(
-    inputs: np.ndarray,
-    preds: np.ndarray,
-    puzzle_identifiers: np.ndarray,
-    q_halt_logits: np.ndarray,
-    identifiers: Sequence[str] | str | Path,
-    test: TestPuzzles | str | Path,
-    ks: Sequence[int] = DEFAULT_KS,
-) -> EvalResult:
-    """Vote, score and build the submission for one set of predictions (fresh votes: one checkpoint).
+@dataclass(frozen=True)
+class SubmissionStats:
+    """How `build_submission` filled submission.json; read by `metrics_of`."""
 
-    identifiers: the dataset's identifiers.json (path or loaded list); test: its test_puzzles.json (path or loaded).
+    num_entries: int  # one per test input of every task
+    pairs_without_candidates: int  # entries written entirely with the fallback grid
+    empty_attempts: int  # attempts whose candidate was the empty grid, written as the fallback grid
+
+
+def build_submission(
+    votes: Votes, test: TestPuzzles, attempts: int = 2
+) -> tuple[dict[str, list[dict[str, list[list[int]]]]], SubmissionStats]:
+    """`{task: [{"attempt_1": grid, ..., "attempt_<attempts>": grid} for every test input]}` (ARC Prize layout).
+
+    The attempts are the best `attempts` candidates; with fewer candidates the first is repeated (upstream). A test
+    input without any candidate, and any empty-grid candidate (never a valid answer), is written as FALLBACK_GRID
+    so that every test input of every task has an entry; both cases are counted in the stats.
     """
-    start = time.perf_counter()
-    if not isinstance(identifiers, Sequence) or isinstance(identifiers, str):
-        identifiers = load_identifiers(identifiers)
-    if not isinstance(test, TestPuzzles):
-        test = load_test_puzzles(test)
-    votes = vote(inputs, preds, puzzle_identifiers, q_halt_logits, identifiers, test)
-    scores = score(votes, test, ks)
-    submission, stats = build_submission(votes, test)
-    validate_submission(submission, test)
-    seconds = time.perf_counter() - start
-    log.info(
-        "%d predictions (%d used, %d unmatched, %d other) -> %s in %.2f s",
-        votes.num_used + votes.num_unmatched + votes.num_other,
-        votes.num_used,
-        votes.num_unmatched,
-        votes.num_other,
-        ", ".join(f"pass@{k} {v:.4f}" for k, v in scores.pass_at.items()),
-        seconds,
-    )
-    return EvalResult(test, votes, scores, submission, stats, seconds)
+    submission: dict[str, list[dict[str, list[list[int]]]]] = {}
+    without, empty = 0, 0
+    for t, name in enumerate(test.task_names):
+        entries = []
+        for p in range(test.task_pair_start[t], test.task_pair_start[t + 1]):
+            cands = range(votes.start[p], min(votes.start[p] + attempts, votes.start[p + 1]))
+            grids = [votes.grids.tolist(c) for c in cands]
+            if not grids:
+                without += 1
+                grids = [FALLBACK_GRID]
+            grids += [grids[0]] * (attempts - len(grids))
+            for i, grid in enumerate(grids):
+                if not grid:
+                    empty += 1
+                    grids[i] = FALLBACK_GRID
+            entries.append({f"attempt_{i + 1}": grid for i, grid in enumerate(grids)})
+        submission[name] = entries
+    return submission, SubmissionStats(test.num_pairs, without, empty)
+
+
+def validate_submission(submission: Mapping[str, Any], test: TestPuzzles | None = None) -> None:
+    """Check `submission` against the stored JSON schema, rectangular grids and, given `test`, full coverage."""
+    import jsonschema
+
+    schema = json.loads(SCHEMA_PATH.read_text())
+    errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(submission), key=lambda e: list(e.path))
+    problems = [f"{'/'.join(str(x) for x in e.path) or '(root)'}: {e.message[:200]}" for e in errors[:3]]
+    for name, entries in submission.items() if isinstance(submission, Mapping) else ():
+        for j, entry in enumerate(entries if isinstance(entries, list) else []):
+            for key, grid in entry.items() if isinstance(entry, dict) else ():
+                if isinstance(grid, list) and len({len(row) for row in grid if isinstance(row, list)}) > 1:
+                    problems.append(f"{name}/{j}/{key}: rows of different lengths")
+    if test is not None:
+        sizes = np.diff(test.task_pair_start)
+        for name, size in zip(test.task_names, sizes, strict=True):
+            got = len(submission.get(name, []))
+            if got != size:
+                problems.append(f"{name}: {got} entries for {size} test inputs")
+        extra = set(submission) - set(test.task_names)
+        if extra:
+            problems.append(f"tasks not in {test.source}: {sorted(extra)[:3]}")
+    if problems:
+        raise ArcpipeError(f"submission.json does not match {SCHEMA_PATH.name}: {'; '.join(problems[:5])}")
+
+
+def depth_metrics(scores: Mapping[int, Scores]) -> dict[str, dict[str, float]]:
+    """metrics.json's "depth" from score.score_by_depth: {"<d>": {"pass@<K>": value}}, string keys as JSON has them."""
+    return {str(d): {f"pass@{k}": v for k, v in s.pass_at.items()} for d, s in sorted(scores.items())}
 
 
 def write_results(
@@ -105,8 +136,8 @@ def write_results(
 ) -> dict[str, Any]:
     """Write metrics.json, submission.json, per_puzzle.csv and votes.npz into out_dir; returns the metrics.
 
-    depth: {"<ACT step>": {"pass@<K>": value}} (`depth.depth_metrics`), written as metrics["depth"]; controls:
-    {"<control>": {"pass@<K>": value}} of the control passes (`predict.blank_id_control`), as metrics["controls"]
+    depth: {"<ACT step>": {"pass@<K>": value}} (`depth_metrics`), written as metrics["depth"]; controls:
+    {"<control>": {"pass@<K>": value}} of the control passes (`evaluate.blank_id_control`), as metrics["controls"]
     when there are any. Every file is
     first written to a temporary name in out_dir; an error before the renames leaves nothing new behind, and
     metrics.json is renamed last.
@@ -184,19 +215,9 @@ def per_puzzle_csv(result: EvalResult) -> str:
     return buffer.getvalue()
 
 
-def load_identifiers(path: str | Path) -> list[str]:
-    path = Path(path)
-    try:
-        names = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as err:
-        raise ArcpipeError(f"{path}: cannot read identifiers ({err}); rebuild the dataset") from err
-    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-        raise ArcpipeError(f"{path}: expected a JSON list of puzzle names; rebuild the dataset")
-    return names
-
-
 def load_votes(path: str | Path) -> tuple[Votes, TestPuzzles]:
-    """Read a votes.npz written by `write_results`: the ranked votes and the ground truth they were scored on."""
+    """Read a votes.npz written by `write_results`: the ranked votes and the ground truth they were scored on
+    (pool.pool_votes pools several)."""
     path = Path(path)
     try:
         with np.load(path, allow_pickle=False) as z:
@@ -219,32 +240,6 @@ def load_votes(path: str | Path) -> tuple[Votes, TestPuzzles]:
     )
     votes = Votes(data["start"], _grids(data, "candidate"), data["count"], data["q_sum"], data["first"])
     return votes, test
-
-
-def pool_votes(paths: Sequence[str | Path], ks: Sequence[int] = DEFAULT_KS) -> tuple[Scores, Votes, TestPuzzles]:
-    """Pool the votes of several evaluations (upstream's aggregated voting, upstream.md 5.4) and score them.
-
-    Per test input, equal candidates' counts are summed and their q sums added; the mean q is the pooled sum over
-    the pooled count; full ties go to the candidate seen first, taking files in the order given (evaluation
-    order) and candidates in each file's order. All files must hold the same test inputs and labels.
-    """
-    if not paths:
-        raise ArcpipeError("pool_votes: no votes.npz files given")
-    loaded = [load_votes(p) for p in paths]
-    test = loaded[0][1]
-    for path, (_, other) in zip(paths[1:], loaded[1:], strict=True):
-        if other.task_names != test.task_names or not _same_grids(other.labels, test.labels):
-            raise ArcpipeError(f"{path}: scored on other test puzzles than {paths[0]}; pool one dataset at a time")
-    # items: each file's candidates in first-seen order, files in the given order
-    parts = [
-        (v, np.repeat(np.arange(v.num_pairs), np.diff(v.start)), np.argsort(v.first, kind="stable")) for v, _ in loaded
-    ]
-    group = np.concatenate([g[o] for v, g, o in parts])
-    grids = Grids.concat([v.grids.take(o) for v, g, o in parts])
-    count = np.concatenate([v.count[o] for v, g, o in parts])
-    q_sum = np.concatenate([v.q_sum[o] for v, g, o in parts])
-    pooled = rank(group, grids, count, q_sum, test.num_pairs)
-    return score(pooled, test, ks), pooled, test
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -276,9 +271,3 @@ def _votes_npz(votes: Votes, test: TestPuzzles) -> bytes:
 
 def _grids(data: Mapping[str, np.ndarray], prefix: str) -> Grids:
     return Grids(data[f"{prefix}_shapes"], data[f"{prefix}_offsets"], data[f"{prefix}_cells"])
-
-
-def _same_grids(a: Grids, b: Grids) -> bool:
-    return (
-        np.array_equal(a.shapes, b.shapes) and np.array_equal(a.offsets, b.offsets) and np.array_equal(a.cells, b.cells)
-    )
