@@ -30,8 +30,8 @@ import torch
 
 from arcpipe.config import load_config
 from arcpipe.data.dataset import load_split
-from arcpipe.eval.predict import _batch as predict_batch
-from arcpipe.eval.predict import predict
+from arcpipe.eval.infer import make_batch as predict_batch
+from arcpipe.eval.infer import predict
 from arcpipe.models import layers
 from arcpipe.models.configs import PRESETS
 from arcpipe.models.io import load_weights
@@ -323,7 +323,7 @@ def _batch(batch_size: int, seed: int) -> dict[str, torch.Tensor]:
 
 
 def _final_logits(head, split, example_ids: np.ndarray, rows: np.ndarray, device: torch.device) -> torch.Tensor:
-    """(N, seq_len, V) fp32 logits of the last ACT step, on the CPU: the loop of eval.predict.predict."""
+    """(N, seq_len, V) fp32 logits of the last ACT step, on the CPU: the loop of eval.infer.predict."""
     batch = predict_batch(split.inputs, split.labels, example_ids, rows, len(rows), device)
     with torch.no_grad():
         carry = head.initial_carry(batch)
