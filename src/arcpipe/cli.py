@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from arcpipe.config import ArcpipeError
+from arcpipe.names import check_name
 
 log = logging.getLogger("arcpipe")
 
@@ -141,8 +142,8 @@ def _add_data(stages: argparse._SubParsersAction) -> None:
     build.add_argument("--workers", type=int, default=None, help="processes (default: config, else all cores)")
     upstream = build.add_argument_group("upstream builder flags (instead of --config/--dataset)")
     upstream.add_argument("--input-file-prefix", help="e.g. kaggle/combined/arc-agi")
-    upstream.add_argument("--subsets", nargs="+")
-    upstream.add_argument("--test-set-name")
+    upstream.add_argument("--subsets", nargs="+", type=_subset_name)
+    upstream.add_argument("--test-set-name", type=_subset_name)
     upstream.add_argument("--test-set-name2", default="your_test_set")
     upstream.add_argument("--num-aug", type=int, default=1000)
     upstream.add_argument("--seed", type=int, default=42)
@@ -203,6 +204,14 @@ def _data_build(args: argparse.Namespace) -> int:
             )
     build_dataset(dataset, args.output_dir, workers=args.workers)
     return 0
+
+
+def _subset_name(value: str) -> str:
+    # a subset name becomes part of a file name (<prefix>_<subset>_challenges.json): checked as the flag is parsed
+    try:
+        return check_name(value, "subset name")
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def _data_verify(args: argparse.Namespace) -> int:

