@@ -14,6 +14,8 @@ import torch
 from arcpipe.config import ArcpipeError, load_config
 from arcpipe.data.dataset import load_split
 from arcpipe.data.verify import verify_dataset
+from arcpipe.eval.evaluate import load_evaluation_config
+from arcpipe.eval.write import VOTES_FORMAT, load_votes
 from arcpipe.models.io import import_upstream, load_weights, read_weights
 from arcpipe.safeload import check_plain
 from arcpipe.train.checkpoint import STATE_FORMAT, load_state, save_atomic
@@ -145,4 +147,24 @@ def test_verify_reports_a_dataset_array_of_objects(tiny_dataset: Path, tmp_path:
     report = verify_dataset(_dataset_with_a_crafted_array(tiny_dataset, tmp_path, marker))
     assert not report["ok"]
     assert "all__puzzle_identifiers.npy: missing or unreadable" in str(report)
+    assert not marker.exists()
+
+
+def test_votes_with_an_object_array_are_refused(tmp_path: Path, marker: Path) -> None:
+    path = tmp_path / "votes.npz"
+    crafted = np.empty(1, dtype=object)
+    crafted[0] = RunsCode(marker)
+    np.savez(path, format=np.array(VOTES_FORMAT), task_names=crafted)
+    with pytest.raises(ArcpipeError, match="Object arrays cannot be loaded") as err:
+        load_votes(path)
+    _refused(err, path, "re-evaluate")
+    assert not marker.exists()
+
+
+def test_evaluation_config_with_a_python_tag_is_refused(tmp_path: Path, marker: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(f"evaluation: !!python/object/apply:exec [\"open('{marker}', 'w').write('ran')\"]\n")
+    with pytest.raises(ArcpipeError, match=r"cannot read config \(tag .*python/object/apply:exec.* refused") as err:
+        load_evaluation_config(path)
+    _refused(err, path, "remove the tag")
     assert not marker.exists()

@@ -32,6 +32,7 @@ import yaml
 from pydantic import ValidationError
 
 from arcpipe.config import ArcpipeError, EvaluationConfig, format_validation_error
+from arcpipe.config.load import yaml_problem
 from arcpipe.data.arc import load_challenges
 from arcpipe.data.augment import parse_identifier, to_canvas
 from arcpipe.data.dataset import identifiers_sha256, load_split
@@ -384,7 +385,8 @@ def load_evaluation_config(path: str | Path) -> EvaluationConfig:
     try:
         raw = yaml.safe_load(path.read_text()) or {}
     except (OSError, yaml.YAMLError) as err:
-        raise ArcpipeError(f"{path}: cannot read config ({err})") from None
+        problem = yaml_problem(err) if isinstance(err, yaml.YAMLError) else err.strerror
+        raise ArcpipeError(f"{path}: cannot read config ({problem})") from None
     return evaluation_config_from(raw, str(path))
 
 
