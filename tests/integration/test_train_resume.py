@@ -170,3 +170,24 @@ def _side_step(out: Path) -> int:
         return torch.load(out / "resume/side.pt", map_location="cpu", weights_only=False)["position"]["step"]
     except Exception:  # being replaced at this moment
         return 0
+
+
+def test_a_run_stopped_at_a_boundary_continues_from_its_kept_state_copy(tiny_dataset, tmp_path, write_config):
+    """A stop rule ended the run at epoch 2 and Snakemake deleted that boundary's state (a temp file no job asked
+    for); raised patience later, the next segment resumes from the kept copy under resume/boundaries/ and ends with
+    an uninterrupted run's weights. The copy stays until the segment after it starts, for a killed retry."""
+    config = write_config(tmp_path / "config.yaml", {"r": {"epochs": 6}})
+    straight = tmp_path / "straight"
+    _train_chain(config, straight, tiny_dataset, epochs=(2, 4))
+
+    stopped = tmp_path / "stopped"
+    _train_chain(config, stopped, tiny_dataset, epochs=(2,))
+    (stopped / "state/epoch_2.pt").unlink()
+    code, log = _finish(_train(config, stopped, tiny_dataset, 4))
+    assert code == 0, log
+    assert "resume/boundaries/state_epoch_2.pt" in log, log
+    _assert_bitwise_equal(straight / "ckpt/epoch_4.pt", stopped / "ckpt/epoch_4.pt")
+    assert _steps(stopped / "metrics/epoch_4.jsonl") == _steps(straight / "metrics/epoch_4.jsonl")
+    assert (stopped / "resume/boundaries/state_epoch_2.pt").exists()
+    _train_chain(config, stopped, tiny_dataset, epochs=(6,))
+    assert not (stopped / "resume/boundaries/state_epoch_2.pt").exists()

@@ -123,7 +123,11 @@ class Trainer:
                 f"(multiples of eval_interval={run.eval_interval} up to epochs={run.epochs})"
             )
         start = max([0, *(e for e in run.segment_ends() if e < until_epoch)])  # the segment's first epoch
-        self._drop_boundary_copies(before=start + 1)  # earlier segments finished: their jobs never re-run
+        # earlier segments finished: their jobs never re-run. A run a stop rule ended at `start` and that now goes
+        # on has no state file there (Snakemake deleted it: no job asked for it), only its kept copy, which
+        # `resume` reads: that copy stays until the next segment starts, so a killed retry finds it again
+        from_copy = start > 0 and not (self.out_dir / "state" / f"epoch_{start}.pt").exists()
+        self._drop_boundary_copies(before=start if from_copy else start + 1)
         if max_new_steps is None and self.restore_boundary(until_epoch):
             return 0
         self.resume(until_epoch)
@@ -324,8 +328,9 @@ class Trainer:
             candidates.append(self.side_path)
         for epoch in range(until_epoch - run.eval_interval, 0, -run.eval_interval):
             boundary = self.out_dir / "state" / f"epoch_{epoch}.pt"
-            if boundary.exists():
-                candidates.append(boundary)
+            found = [p for p in (boundary, self._boundary_copy(boundary)) if p.exists()]
+            if found:
+                candidates.append(found[0])
                 break
         best: tuple[dict[str, Any], Path] | None = None
         for path in candidates:
