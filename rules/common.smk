@@ -14,6 +14,7 @@ from arcpipe.jobs import (
     slurm_partitions,
 )
 from arcpipe.driver import record_executor, register, take_over
+from arcpipe.gates import gate_epoch, gate_status, read_record
 from arcpipe.keep import config_drift, planned_jobs, retraining
 from arcpipe.launch import job_resources
 
@@ -110,9 +111,10 @@ def run_config(wildcards):
     """The run's resolved training config: the run and its dataset (not other runs, not the evaluation settings:
     changing those must not retrain anything)."""
     run = CFG.runs[wildcards.run]
+    # not its gate: the gate names another run, and deciding whether to start is not training
     return {
         "datasets": {run.dataset: CFG.datasets[run.dataset].model_dump(mode="json")},
-        "runs": {wildcards.run: run.model_dump(mode="json")},
+        "runs": {wildcards.run: run.model_dump(mode="json", exclude={"gate"})},
     }
 
 
@@ -190,12 +192,102 @@ def segment_index(wildcards):
 
 def per_boundary(target, pattern):
     """`pattern` ({run}, {epoch}) at every evaluation boundary of every run of `target`, from the config alone:
-    `snakemake -n full` plans with them without looking for checkpoints on disk."""
+    `snakemake -n full` plans with them without looking for checkpoints on disk. A gated run's files come from an
+    input function of their own (`gated`): one per gate, so the plan shows every gate.
+    """
     return [
-        pattern.format(run=run, epoch=epoch)
+        item
         for run in CFG.runs_for(target)
-        for epoch in CFG.runs[run].boundaries()
+        for item in gated(
+            run,
+            [
+                pattern.format(run=run, epoch=epoch)
+                for epoch in CFG.runs[run].boundaries()
+            ],
+        )
     ]
+
+
+# Gates (runs.<run>.gate, arcpipe.gates): check_gate is a Snakemake checkpoint whose record says whether the run may
+# train. Until it has run, asking for the record raises Snakemake's IncompleteCheckpointException, which makes the
+# asking job wait for check_gate and be asked again after it. A gate that falls short drops the run's files from
+# every target: its training is never asked for, and nothing fails.
+def gate_passed(run):
+    """True when the run has no gate or its gate passed; False when it fell short; waits for check_gate before."""
+    if CFG.runs[run].gate is None:
+        return True
+    return read_record(checkpoints.check_gate.get(run=run).output[0])["passed"]
+
+
+def gated(run, files):
+    """A run's files for a target: as they are without a gate; with one, an input function giving them once the
+    gate passed and none when it fell short."""
+    if CFG.runs[run].gate is None:
+        return files
+
+    def after_gate(wildcards):
+        return files if gate_passed(run) else []
+
+    after_gate.__name__ = f"after_gate_of_{run}"
+    return [after_gate]
+
+
+def one_input(items):
+    """Files and `gated` input functions as one input: a named input takes one function, not a list of them."""
+    if not any(callable(item) for item in items):
+        return items
+
+    def lookup(wildcards):
+        return [
+            name
+            for item in items
+            for name in (item(wildcards) if callable(item) else [item])
+        ]
+
+    return lookup
+
+
+def gate_decision(wildcards):
+    """A gated run's first segment waits for its gate's decision and refuses a gate that fell short (asked for by
+    path). The record is no input: a gate added or re-checked after training never retrains the run.
+    """
+    run = CFG.runs[wildcards.run]
+    if run.gate is None or int(wildcards.epoch) != run.eval_interval:
+        return []
+    if not gate_passed(wildcards.run):
+        raise ValueError(
+            f"runs.{wildcards.run}.gate: {gate_status('results', wildcards.run)} "
+            f"(record results/gates/{wildcards.run}.json): the run does not train; lower gate.min or remove the gate"
+        )
+    return []
+
+
+def gate_metrics(wildcards):
+    """The gate run's metrics.json at the gate's checkpoint (gate.epoch, else the gate run's last)."""
+    gate = CFG.runs[wildcards.run].gate
+    return f"results/eval/{gate.run}/epoch_{gate_epoch(CFG.runs, wildcards.run)}/metrics.json"
+
+
+def gate_settings(wildcards):
+    """check_gate's params: the gate as configured, so a changed threshold re-checks it."""
+    return CFG.runs[wildcards.run].gate.model_dump(mode="json")
+
+
+def gate_checkpoint(wildcards):
+    return gate_epoch(CFG.runs, wildcards.run)
+
+
+def in_report(name):
+    """Whether a run's checkpoints may be in the report: not when its gate fell short. A smoke run waits for its
+    gate; a full run's record is only read from disk: `snakemake report` never trains a gate run.
+    """
+    run = CFG.runs[name]
+    if run.gate is None:
+        return True
+    if run.target == "smoke":
+        return gate_passed(name)
+    record = read_record(f"results/gates/{name}.json")
+    return record is None or record["passed"]
 
 
 def evaluations_of(target):
@@ -218,6 +310,8 @@ def report_boundaries():
     """
     pairs = []
     for name, run in CFG.runs.items():
+        if not in_report(name):
+            continue
         for epoch in run.boundaries():
             if run.target == "smoke" or os.path.exists(
                 f"results/runs/{name}/ckpt/epoch_{epoch}.pt"
@@ -271,9 +365,16 @@ def ensembles_of(target, runs=None):
     k = CFG.evaluation.ensemble_last
     if not k:
         return []
+    # a target's runs: a gated run's ensembles wait for its gate (`gated`)
+    if runs is None:
+        return [
+            item
+            for run in CFG.runs_for(target)
+            for item in gated(run, ensembles_of(None, [run]))
+        ]
     return [
         f"results/eval/{run}/{kind}_last{k}/metrics.json"
-        for run in (CFG.runs_for(target) if runs is None else runs)
+        for run in runs
         for kind in ("avg", "pooled")
     ]
 

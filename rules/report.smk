@@ -66,10 +66,10 @@ rule pool_last_votes:
 # results/report/full/.
 use rule render_report as render_full_report with:
     input:
-        metrics=evaluations_of("full"),
-        train_metrics=train_metrics_of("full"),
+        metrics=one_input(evaluations_of("full")),
+        train_metrics=one_input(train_metrics_of("full")),
         datasets=datasets_for("full"),
-        ensembles=ensembles_of("full"),
+        ensembles=one_input(ensembles_of("full")),
     output:
         report_files("results/report/full", category="full runs"),
     log:
@@ -78,7 +78,7 @@ use rule render_report as render_full_report with:
 
 use rule pool_votes as pool_full_votes with:
     input:
-        votes=evaluation_votes_of("full"),
+        votes=one_input(evaluation_votes_of("full")),
     output:
         md="results/report/full/pooled.md",
         csv="results/report/full/pooled.csv",

@@ -41,12 +41,36 @@ rule run_preflight:
         "--out results/runs/{wildcards.run} --preflight {output} > {log} 2>&1"
 
 
+# runs.<run>.gate: another run's evaluation must reach a threshold before this run trains (arcpipe.gates). A
+# checkpoint: the record decides which of the run's files the targets ask for (common.smk: gated), so a gate that
+# falls short is a decision, not a failed job. Local: it reads one small file.
+checkpoint check_gate:
+    input:
+        metrics=gate_metrics,  # common.smk: the gate run's metrics.json at gate.epoch, else its last
+    output:
+        "results/gates/{run}.json",
+    log:
+        "logs/check_gate/{run}.log",
+    localrule: True
+    conda:
+        "../envs/arcpipe.yaml"
+    resources:
+        mem_mb=1000,
+        runtime=5,
+    params:
+        gate=gate_settings,  # a changed gate (metric, min, epoch) is checked again
+        epoch=gate_checkpoint,
+    script:
+        "../workflow/scripts/check_gate.py"
+
+
 rule train_segment:
     input:
         unpack(previous_boundary),  # the previous boundary's ckpt + state; none for the first
         verified=ancient_input(verified_dataset),  # the trainer checks the data's identity and verification
         config=ancient("results/runs/{run}/config.yaml"),  # changed training fields stop the plan (arcpipe.keep)
         gate=first_segment_gate,  # full runs: the preflight passed
+        decided=gate_decision,  # gated runs: waits for check_gate; no file, so a gate never retrains a run
     output:
         ckpt="results/runs/{run}/ckpt/epoch_{epoch}.pt",  # evaluated; kept
         state=temp("results/runs/{run}/state/epoch_{epoch}.pt"),  # to continue; only the latest survives

@@ -10,8 +10,8 @@ One module per part of the design, each importing only those above it:
 
     base.py        ArcpipeError, the Strict base model, problems turned into located pydantic errors
     datasets.py    the four kinds of data source and DatasetConfig
-    runs.py        RunConfig (arch checks, checkpoint and segment schedule, devices); which fields only say how a
-                   run is executed (EXECUTION_FIELDS, training_changes); cost_per_hour
+    runs.py        RunConfig (arch checks, checkpoint and segment schedule, devices, GateConfig); which fields only
+                   say how a run is executed (EXECUTION_FIELDS, training_changes); cost_per_hour
     evaluation.py  EvaluationConfig, ReportConfig, KaggleConfig
     workflow.py    WorkflowConfig: seeds expansion and the checks across sections; json_schema
     load.py        read and validate a file, one line per problem, did-you-mean for misspelt keys
@@ -32,7 +32,7 @@ from arcpipe.config.load import (
     validation_problems,
     workflow_config,
 )
-from arcpipe.config.runs import EXECUTION_FIELDS, RunConfig, cost_per_hour, training_changes
+from arcpipe.config.runs import EXECUTION_FIELDS, GateConfig, RunConfig, cost_per_hour, training_changes
 from arcpipe.config.workflow import MAX_EVALUATIONS, WorkflowConfig, json_schema
 
 __all__ = [
@@ -43,6 +43,7 @@ __all__ = [
     "DatasetConfig",
     "DirectorySource",
     "EvaluationConfig",
+    "GateConfig",
     "KaggleConfig",
     "KaggleSource",
     "ReportConfig",

@@ -5,6 +5,7 @@ its fields may change between segments without changing what training computes."
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -22,6 +23,23 @@ from pydantic_core import InitErrorDetails
 
 from arcpipe.config.base import Strict, custom_error, did_you_mean, invalid
 from arcpipe.gpus import GPUName
+
+
+class GateConfig(Strict):
+    """Another run's evaluation that must reach a threshold before this run's first training segment starts
+    (rule check_gate, arcpipe.gates); a gate that falls short leaves the run untrained, not failed."""
+
+    run: str  # the gate run: another run of this config
+    metric: str  # a pass@K of evaluation.pass_ks, as metrics.json names it: pass@1
+    min: float = Field(ge=0, le=1)  # the gate passes when metric >= min (pass@K is a fraction)
+    epoch: int | None = Field(default=None, gt=0)  # the gate run's checkpoint; None: its last
+
+    @field_validator("metric")
+    @classmethod
+    def _pass_at_k(cls, metric: str) -> str:
+        if not re.fullmatch(r"pass@[1-9][0-9]*", metric):
+            raise ValueError("not a pass@K; name it as metrics.json does, e.g. pass@1")
+        return metric
 
 
 class RunConfig(Strict):
@@ -72,6 +90,8 @@ class RunConfig(Strict):
     eval_gpus: int | None = Field(default=None, ge=0)  # None: 1 if gpus_per_node > 0, else 0 (CPU)
     eval_batch_size: int | None = Field(default=None, gt=0)  # None: evaluation.batch_size
     eval_runtime_minutes: int | None = Field(default=None, gt=0)  # None: estimated from the test split
+    # train only after another run's evaluation reaches a threshold; dumped only when set
+    gate: GateConfig | None = None
 
     # the registry imports torch (seconds): only validating a run loads it, never `import arcpipe.config`
     @field_validator("preset")
@@ -123,7 +143,7 @@ class RunConfig(Strict):
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data = handler(self)
-        for key in ("seed_group", "gpu"):  # absent unless set: runs without them hash and compare as before
+        for key in ("seed_group", "gpu", "gate"):  # absent unless set: runs without them hash and compare as before
             if data.get(key) is None:
                 data.pop(key, None)
         return data
@@ -213,6 +233,7 @@ EXECUTION_FIELDS = frozenset(
         "eval_batch_size",
         "eval_runtime_minutes",
         "seed_group",  # a label the report groups by
+        "gate",  # decides whether the run starts, not what it computes
         "gpu",  # only the forecast reads it
     }
 )

@@ -101,6 +101,7 @@ class WorkflowConfig(Strict):
                 f"evaluation.kaggle_epoch={self.evaluation.kaggle_epoch} is not a checkpoint of run {kaggle} "
                 f"(multiples of eval_interval={self.runs[kaggle].eval_interval})"
             )
+        problems += _gate_problems(self.runs, self.evaluation.pass_ks)
         held_out = self.evaluation.selection_tasks
         for name in sorted({run.dataset for run in self.runs.values()} & set(self.datasets)):
             # max_puzzles caps the test subset, so a dataset never has more test tasks than that
@@ -128,6 +129,48 @@ class WorkflowConfig(Strict):
 
 def json_schema() -> dict[str, Any]:
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", **WorkflowConfig.model_json_schema()}
+
+
+def _gate_problems(runs: dict[str, RunConfig], pass_ks: list[int]) -> list[str]:
+    """One line per gate that names no other run, a pass@K the evaluation does not compute, an epoch that is not a
+    checkpoint of its run, or that closes a cycle of gates (each cycle reported once, at its first run)."""
+    problems = []
+    for name, run in runs.items():
+        gate = run.gate
+        if gate is None:
+            continue
+        where = f"runs.{name}.gate"
+        if gate.run == name:
+            problems.append(f"{where}.run={gate.run!r}: a run cannot gate itself; name another run")
+        elif gate.run not in runs:
+            problems.append(f"{where}.run={gate.run!r} is not a run (runs: {', '.join(sorted(runs))})")
+        elif gate.epoch is not None and gate.epoch not in runs[gate.run].boundaries():
+            other = runs[gate.run]
+            problems.append(
+                f"{where}.epoch={gate.epoch} is not a checkpoint of run {gate.run} (multiples of "
+                f"eval_interval={other.eval_interval} up to epochs={other.epochs}); pick one, or remove epoch for "
+                "its last"
+            )
+        if int(gate.metric.removeprefix("pass@")) not in pass_ks:
+            problems.append(
+                f"{where}.metric={gate.metric!r}: evaluation.pass_ks does not compute it; use one of "
+                f"{', '.join(f'pass@{k}' for k in pass_ks)}"
+            )
+    reported: set[str] = set()
+    for name in runs:
+        chain = [name]
+        while (gate := runs[chain[-1]].gate) is not None and gate.run in runs and gate.run != chain[-1]:
+            if gate.run in chain:
+                cycle = chain[chain.index(gate.run) :]
+                if not reported & set(cycle):
+                    problems.append(
+                        f"runs.{cycle[0]}.gate: gates form a cycle ({' -> '.join([*cycle, cycle[0]])}), so none of "
+                        "these runs would ever train; remove one of the gates"
+                    )
+                reported |= set(cycle)
+                break
+            chain.append(gate.run)
+    return problems
 
 
 def _seeds_listed_twice(duplicates: list[int]) -> str:
