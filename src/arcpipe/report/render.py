@@ -20,6 +20,7 @@ import pandas as pd
 
 from arcpipe.config import WorkflowConfig
 from arcpipe.files import atomic_write_many
+from arcpipe.forecast import forecast_table
 from arcpipe.report.format import SELECTED_ON_TEST, table_files, write_table
 from arcpipe.report.load import LOSS, STEP_TIME, ReportInputs, RunInfo, load_report_inputs, runs_from_config
 from arcpipe.report.plots import plot_accuracy, plot_depth, plot_loss, plot_passk
@@ -43,6 +44,8 @@ PASSK_NOTES = [
     "Votes are fresh for each checkpoint (single-checkpoint); see pooled.md for upstream's pooled numbers.",
 ]
 
+RESULTS = Path("results")  # the workflow's results folder, relative to the directory its jobs run in
+
 
 def render_workflow_report(
     out_dir: str | Path,
@@ -65,7 +68,8 @@ def render_workflow_report(
     written = write_selection(out_dir, selection, chosen, n, main_k)
     comparison = comparison_table(inputs.evals, runs, main_k)
     written += _write_report(out_dir, inputs, runs, main_k, comparison)
-    summary = summary_table(cfg, runs, comparison, selection, hours_spent(inputs.evals, inputs.train[STEP_TIME]))
+    hours = hours_spent(inputs.evals, inputs.train[STEP_TIME])
+    summary = summary_table(cfg, runs, comparison, selection, hours, forecast_table(cfg, RESULTS))
     return written + write_summary(out_dir, cfg, summary)
 
 
@@ -147,6 +151,9 @@ def write_summary(out_dir: Path, cfg: WorkflowConfig, table: pd.DataFrame) -> li
         "GPU-h: training step times and evaluation wall times from the metrics (no start-up, compilation or queue "
         f"waits), each times the GPUs its job held (CPU jobs: 0); cost: GPU-h x {cfg.report.gpu_hour_price} "
         "(`report.gpu_hour_price`). Every column, wall hours included: summary.csv.",
+        "forecast GPU-h: what `arcpipe config check` forecast for the whole run before it started (arcpipe.forecast: "
+        "steps and FLOPs from the config, throughput from an `arcpipe doctor` record on the run's GPU or the "
+        "stated assumption; summary.csv's throughput_source says which).",
     ]
     shown = compact(table, main)
     write_table(table, out_dir / "summary.csv", out_dir / "summary.md", "Results summary", notes, shown)

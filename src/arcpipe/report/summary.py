@@ -49,8 +49,10 @@ def summary_table(
     comparison: pd.DataFrame,
     selection: pd.DataFrame,
     hours: pd.DataFrame,
+    forecast: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
-    """One row per evaluated run (comparison's rows): see the module docstring for what each number is."""
+    """One row per evaluated run (comparison's rows): see the module docstring for what each number is. forecast:
+    arcpipe.forecast.forecast_table's rows (joined on `run`), put beside what was spent."""
     main = f"pass@{cfg.report.main_k}"
     price = cfg.report.gpu_hour_price
     rows = []
@@ -100,7 +102,11 @@ def summary_table(
             "cost": gpu_hours * price,
         }
         rows.append(row)
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows)
+    if forecast is not None and len(table):
+        planned = forecast[["run", "forecast_gpu_hours", "forecast_cost", "throughput_source"]]
+        table = table.merge(planned, on="run", how="left")
+    return table
 
 
 def compact(table: pd.DataFrame, main: str) -> pd.DataFrame:
@@ -123,10 +129,13 @@ def compact(table: pd.DataFrame, main: str) -> pd.DataFrame:
                 "ours": score(row["last on published metric"]) if pd.notna(row["published"]) else "",
                 "GPU-h": _amount(row["gpu_hours"]),
                 "cost": _amount(row["cost"]),
+                **({"forecast GPU-h": _amount(row["forecast_gpu_hours"])} if "forecast_gpu_hours" in row else {}),
             }
         )
     return pd.DataFrame(rows)
 
 
 def _amount(value: float) -> str:
+    if pd.isna(value):
+        return ""
     return f"{value:,.0f}" if value >= 100 else f"{value:.2f}" if value < 10 else f"{value:.1f}"

@@ -9,6 +9,8 @@ import pandas as pd
 import pytest
 import yaml
 
+from arcpipe.config import WorkflowConfig
+from arcpipe.forecast import forecast_table
 from arcpipe.report.render import render_workflow_report
 from arcpipe.report.selection import task_scores
 
@@ -99,3 +101,15 @@ def test_the_summary_is_an_html_table_with_its_notes(tmp_path, config):
     assert "<code>report.gpu_hour_price</code>" in page
     for stem in ("passk", "comparison", "seeds", "selection", "learning"):
         assert "<table" in (tmp_path / "report" / f"{stem}.html").read_text(), stem
+
+
+def test_the_forecast_stands_beside_what_was_spent(tmp_path, config):
+    """Each run's row carries the forecast `arcpipe config check` printed (arcpipe.forecast) beside the spent GPU-h."""
+    summary = _summary(tmp_path, config)
+    forecast = forecast_table(WorkflowConfig.model_validate(config), Path("results")).set_index("run")
+    for run in ("gpu-run", "cpu-run"):
+        assert summary.loc[run, "forecast_gpu_hours"] == pytest.approx(forecast.loc[run, "forecast_gpu_hours"])
+        assert summary.loc[run, "throughput_source"] == forecast.loc[run, "throughput_source"]
+    assert summary.loc["gpu-run", "forecast_gpu_hours"] > 0 and summary.loc["cpu-run", "forecast_gpu_hours"] == 0
+    shown = (tmp_path / "report" / "summary.md").read_text()
+    assert "forecast GPU-h" in shown and "arcpipe config check" in shown
