@@ -21,6 +21,7 @@ import pandas as pd
 from arcpipe.config import WorkflowConfig
 from arcpipe.files import atomic_write_many
 from arcpipe.forecast import forecast_table
+from arcpipe.gates import gate_status
 from arcpipe.report.format import SELECTED_ON_TEST, table_files, write_table
 from arcpipe.report.load import LOSS, STEP_TIME, ReportInputs, RunInfo, load_report_inputs, runs_from_config
 from arcpipe.report.plots import plot_accuracy, plot_depth, plot_loss, plot_passk
@@ -69,7 +70,9 @@ def render_workflow_report(
     comparison = comparison_table(inputs.evals, runs, main_k)
     written += _write_report(out_dir, inputs, runs, main_k, comparison)
     hours = hours_spent(inputs.evals, inputs.train[STEP_TIME])
-    summary = summary_table(cfg, runs, comparison, selection, hours, forecast_table(cfg, RESULTS))
+    summary = summary_table(
+        cfg, runs, comparison, selection, hours, forecast_table(cfg, RESULTS), _statuses(cfg, comparison)
+    )
     return written + write_summary(out_dir, cfg, summary)
 
 
@@ -161,6 +164,13 @@ def write_summary(out_dir: Path, cfg: WorkflowConfig, table: pd.DataFrame) -> li
 
 
 # --------------------------------------------------------------------------------------------------------------
+
+
+def _statuses(cfg: WorkflowConfig, comparison: pd.DataFrame) -> dict[str, str]:
+    # runs whose gate (a run of this report) fell short: the summary says so instead of leaving them out
+    reported = set(comparison["run"]) if len(comparison) else set()
+    gated = [name for name, run in cfg.runs.items() if run.gate is not None and run.gate.run in reported]
+    return {name: status for name in gated if (status := gate_status(RESULTS, name))}
 
 
 def _write_report(

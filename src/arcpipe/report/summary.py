@@ -18,6 +18,7 @@ evaluation: the run's evaluation GPUs); cost = GPU-hours x `report.gpu_hour_pric
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -50,9 +51,12 @@ def summary_table(
     selection: pd.DataFrame,
     hours: pd.DataFrame,
     forecast: pd.DataFrame | None = None,
+    statuses: Mapping[str, str] | None = None,
 ) -> pd.DataFrame:
     """One row per evaluated run (comparison's rows): see the module docstring for what each number is. forecast:
-    arcpipe.forecast.forecast_table's rows (joined on `run`), put beside what was spent."""
+    arcpipe.forecast.forecast_table's rows (joined on `run`), put beside what was spent. statuses: a word on how a
+    run ended that its scores do not say (`not started: gate ...`); a run with a status and no evaluation gets a row
+    of its own, with its forecast and nothing spent."""
     main = f"pass@{cfg.report.main_k}"
     price = cfg.report.gpu_hour_price
     rows = []
@@ -102,7 +106,25 @@ def summary_table(
             "cost": gpu_hours * price,
         }
         rows.append(row)
+    statuses = statuses or {}
+    for run in sorted(set(statuses) - {row["run"] for row in rows}):
+        info, config = runs.get(run), cfg.runs.get(run)
+        rows.append(
+            {
+                "run": run,
+                "arch": info.arch if info else "",
+                "benchmark": (info.benchmark or "") if info else "",
+                "epochs": config.epochs if config else math.nan,
+                "progress_%": 0.0,
+                "gpus": config.nodes * config.gpus_per_node if config else 0,
+                "hours": 0.0,
+                "gpu_hours": 0.0,
+                "cost": 0.0,
+            }
+        )
     table = pd.DataFrame(rows)
+    if statuses and len(table):
+        table["status"] = [statuses.get(run, "") for run in table["run"]]
     if forecast is not None and len(table):
         planned = forecast[["run", "forecast_gpu_hours", "forecast_cost", "throughput_source"]]
         table = table.merge(planned, on="run", how="left")
@@ -130,6 +152,7 @@ def compact(table: pd.DataFrame, main: str) -> pd.DataFrame:
                 "GPU-h": _amount(row["gpu_hours"]),
                 "cost": _amount(row["cost"]),
                 **({"forecast GPU-h": _amount(row["forecast_gpu_hours"])} if "forecast_gpu_hours" in row else {}),
+                **({"status": row["status"]} if "status" in row else {}),
             }
         )
     return pd.DataFrame(rows)

@@ -11,6 +11,7 @@ import yaml
 
 from arcpipe.config import WorkflowConfig
 from arcpipe.forecast import forecast_table
+from arcpipe.gates import check_gate, gate_status
 from arcpipe.report.render import render_workflow_report
 from arcpipe.report.selection import task_scores
 
@@ -113,3 +114,26 @@ def test_the_forecast_stands_beside_what_was_spent(tmp_path, config):
     assert summary.loc["gpu-run", "forecast_gpu_hours"] > 0 and summary.loc["cpu-run", "forecast_gpu_hours"] == 0
     shown = (tmp_path / "report" / "summary.md").read_text()
     assert "forecast GPU-h" in shown and "arcpipe config check" in shown
+
+
+def test_a_run_its_gate_stopped_has_a_row_that_says_why(tmp_path, config, monkeypatch):
+    """The gate's own record (arcpipe.gates.check_gate on cpu-run's last evaluation) puts the gated run in the
+    summary with `not started: gate ...`, its forecast and nothing spent; the evaluated runs have no status."""
+    monkeypatch.chdir(tmp_path)  # the report reads results/gates/ where the workflow runs
+    config["runs"]["gated-run"] = {
+        **config["runs"]["cpu-run"],
+        "gate": {"run": "cpu-run", "metric": "pass@2", "min": 0.9},
+    }
+    cfg = WorkflowConfig.model_validate(config)
+    metrics = tmp_path / "results/eval/cpu-run/epoch_6/metrics.json"
+    _results(tmp_path / "results", "cpu-run")
+    _results(tmp_path / "results", "gpu-run")
+    check_gate("gated-run", cfg.runs["gated-run"].gate, 6, metrics, tmp_path / "results/gates/gated-run.json")
+    paths = sorted((tmp_path / "results/eval").glob("*/epoch_*/metrics.json"))
+    train = sorted((tmp_path / "results/runs").glob("*/metrics/*.jsonl"))
+    render_workflow_report(tmp_path / "report", config, paths, train, [])
+    summary = pd.read_csv(tmp_path / "report/summary.csv", keep_default_na=False).set_index("run")
+    assert summary.loc["gated-run", "status"] == gate_status("results", "gated-run")
+    assert summary.loc["gated-run", "status"].startswith("not started: gate cpu-run pass@2 = 0.375")
+    assert float(summary.loc["gated-run", "gpu_hours"]) == 0 and summary.loc["cpu-run", "status"] == ""
+    assert "not started: gate" in (tmp_path / "report/summary.md").read_text()
