@@ -14,6 +14,7 @@ from arcpipe.jobs import (
     slurm_partitions,
 )
 from arcpipe.driver import record_executor, register, take_over
+from arcpipe.forecast import forecast_header, forecast_line, forecast_runs
 from arcpipe.gates import gate_epoch, gate_status, read_record
 from arcpipe.keep import config_drift, planned_jobs, retraining
 from arcpipe.launch import job_resources
@@ -82,6 +83,19 @@ if workflow.is_main_process and driving(sys.argv[1:]):
         print(f"arcpipe: {_line}", file=sys.stderr)
     if _may_drive:
         register(Path("."))
+
+# the bill before any job runs: per run of the targets named (every run otherwise), steps, FLOPs, GPU-hours and cost
+# (arcpipe.forecast, as `arcpipe config check` prints it); to stderr, once, in the planning process only
+if workflow.is_main_process:
+    _named = [target for target in ("smoke", "full") if target in sys.argv[1:]]
+    _forecast = forecast_runs(CFG, Path("results"))
+    print(f"arcpipe: {forecast_header(CFG.report.gpu_hour_price, Path('results'))}", file=sys.stderr)
+    _listed = sorted({r for t in _named for r in CFG.runs_for(t)}) if _named else sorted(_forecast)
+    for _run in _listed:
+        print(f"arcpipe: {forecast_line(_run, _forecast[_run])}", file=sys.stderr)
+    _total = sum(_forecast[_run].gpu_hours for _run in _listed)
+    _cost = sum(_forecast[_run].cost for _run in _listed)
+    print(f"arcpipe: forecast in all: {_total:,.0f} GPU-h, cost {_cost:,.0f}", file=sys.stderr)
 
 _DRIFT = config_drift(CFG)
 for _problem in _DRIFT:
