@@ -2,7 +2,9 @@
 
     predictions = predict(head, inputs, labels, example_ids, rows, batch_size, env, CandidateKeys(...))
 
-Every row runs the full halt_max_steps (eval mode), in batches, under `torch.no_grad()`: tensors made here are
+Every row runs the full halt_max_steps (eval mode: halting before it happens only in training, as upstream), so
+the loop runs exactly that many ACT steps without reading the halted flags on the host after each one (they are
+checked once, at the end); in batches, under `torch.no_grad()`: tensors made here are
 ordinary tensors, so nothing from an evaluation can break a later in-place update in training (upstream.md 5.7,
 item 2). Under torchrun each rank takes a contiguous shard of the rows; rank 0 gathers the answers in global row
 order, so the result does not depend on the number of processes. A single process needs no process group
@@ -78,10 +80,13 @@ def predict(
     seq_len = inputs.shape[1]
     preds = torch.zeros((shard_size, seq_len), dtype=torch.uint8, device=env.device)
     q_halt = torch.zeros(shard_size, dtype=torch.float32, device=env.device)
-    num_steps = head.model.max_steps if step_keys is not None else 0  # eval mode: every row runs all of them
+    max_steps = head.model.max_steps
+    num_steps = max_steps if step_keys is not None else 0
     keys = torch.zeros((shard_size, num_steps, 2), dtype=torch.int64, device=env.device)
     step_q = torch.zeros((shard_size, num_steps), dtype=torch.float32, device=env.device)
     sums = torch.zeros(len(METRIC_KEYS) + 1, dtype=torch.float64, device=env.device)  # + count
+    # read once at the end, not after every step: the halted flags stay on the device (no host sync per step)
+    all_halted = torch.ones((), dtype=torch.bool, device=env.device)
     was_training = head.training
     head.eval()
     try:
@@ -91,22 +96,20 @@ def predict(
                 batch = make_batch(inputs, labels, example_ids, chunk, batch_size, env.device)
                 carry = head.initial_carry(batch)
                 n = len(chunk)
-                step = 0
-                while True:
-                    carry, _, metrics, outputs, all_halted = head(carry, batch, return_keys=("preds", "q_halt_logits"))
+                for step in range(max_steps):  # eval mode: every row halts exactly at max_steps, none before
+                    carry, _, metrics, outputs = head.step(carry, batch, ("preds", "q_halt_logits"))
                     if step_keys is not None:
                         step_preds = outputs["preds"][:n].to(torch.uint8).cpu().numpy()
                         keys[start : start + n, step] = torch.from_numpy(step_keys(chunk, step_preds)).to(env.device)
                         step_q[start : start + n, step] = outputs["q_halt_logits"][:n].float()
-                    step += 1
-                    if all_halted:
-                        break
-                assert step_keys is None or step == num_steps, (step, num_steps)
+                all_halted &= carry.halted.all()
                 preds[start : start + n] = outputs["preds"][:n].to(torch.uint8)
                 q_halt[start : start + n] = outputs["q_halt_logits"][:n].float()
                 sums += torch.stack([metrics[k].double() for k in (*METRIC_KEYS, "count")])
     finally:
         head.train(was_training)
+    if not bool(all_halted):
+        raise RuntimeError(f"a row had not halted after halt_max_steps={max_steps} ACT steps in eval mode")
     per_row = [preds, q_halt] + ([keys, step_q] if step_keys is not None else [])
     if env.world_size > 1:
         *per_row, sums = _gather_to_all(*per_row, sums, world_size=env.world_size)

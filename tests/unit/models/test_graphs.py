@@ -1,0 +1,271 @@
+"""Whole graphs and no host syncs in the step path, for every arch at its `tiny` preset on CPU (issue 21).
+
+* graph breaks: `torch._dynamo.explain` of the training step (one ACT segment's forward and loss, `head.step` in
+  train mode) and of the evaluation step (`head.step` in eval mode) finds one graph and no break;
+* no recompilation: `torch.compile(head.step, backend="aot_eager", fullgraph=True)` (aot_eager traces the backward
+  too, without inductor's code generation, which would take most of the time on CPU) is compiled once and then
+  reused for a second ACT step from the returned carry and a third with new data of the same shape, ACT halting
+  included, under `error_on_recompile`;
+* compiled and eager agree: same loss, logits, carry and gradients within rtol 1e-5 / atol 1e-6 (fp32 on CPU;
+  aot_eager runs the same aten kernels, only its decompositions may reorder a float sum, so anything above a few
+  ulps is a real difference); halted flags and step counts exactly;
+* host syncs: one training step (forward, loss, backward, SparseSignSGD, AdamATan2, EMA: train/loop.py's
+  train_step without the metric logging, which is the one place its numbers reach the host) and the evaluation
+  step run under `HostSyncGuard`, which records every `.item()`, `bool(tensor)`, `.tolist()`, `.numpy()`,
+  `nonzero`, boolean-mask index and `unique`. The training step has exactly `PINNED_TRAIN_SYNCS`, the evaluation
+  step none;
+* evaluation runs exactly halt_max_steps ACT steps with no host read of the halted flags: every row is halted then,
+  and predict's answers equal those of the old loop that read `halted.all()` after every step.
+
+Sizes: batch 2, sequence 16 (the models do not depend on 900), so the whole file takes some 15 s on 2 busy cores.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+import torch
+from modelkit import ARCHS, make_batch, tiny_head
+from torch._dynamo.testing import CompileCounterWithBackend
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from arcpipe.eval.infer import predict
+from arcpipe.optim import EMA, make_optimizers
+from arcpipe.train.distributed import DistEnv
+
+B, L = 2, 16
+RTOL, ATOL = 1e-5, 1e-6
+
+# Host synchronisations a training step makes today, with their reason. Anything not listed fails the test.
+PINNED_TRAIN_SYNCS = {
+    # SparseSignSGD sums the gradient rows per puzzle id: torch.unique's output size depends on the ids, a host
+    # sync on CUDA. Once per optimizer step, after the backward, outside the compiled region.
+    ("aten._unique2", "signsgd.py"),
+}
+SYNC_OPS = {"_local_scalar_dense", "nonzero", "_unique2", "unique_dim", "unique_consecutive", "masked_select"}
+
+
+class HostSyncGuard(TorchDispatchMode):
+    """Records the ops that need a tensor's value on the host (or a data-dependent size) and where they came from.
+
+    `.item()`, `bool(t)`, `int(t)`, `float(t)` dispatch `aten._local_scalar_dense`; `nonzero`, `unique` and
+    `masked_select` have data-dependent sizes; an index with a bool mask calls nonzero inside its kernel (seen here
+    as aten.index / index_put with a bool index). `.tolist()` and `.numpy()` dispatch nothing: patched while active.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[tuple[str, str]] = []
+
+    def _record(self, name: str) -> None:
+        import traceback
+
+        files = [f.filename for f in traceback.extract_stack() if "/arcpipe/" in f.filename]
+        self.seen.append((name, files[-1].rsplit("/", 1)[-1] if files else "?"))
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        name = func.overloadpacket.__name__
+        if name in SYNC_OPS:
+            self._record(f"aten.{name}")
+        elif name in ("index", "index_put", "index_put_") and any(
+            isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in (args[1] or ())
+        ):
+            self._record(f"aten.{name} with a bool mask")
+        return func(*args, **(kwargs or {}))
+
+    @contextlib.contextmanager
+    def active(self) -> Iterator[HostSyncGuard]:
+        def refuse(name: str):  # type: ignore[no-untyped-def]
+            original = getattr(torch.Tensor, name)
+
+            def wrapper(t, *a, **k):  # type: ignore[no-untyped-def]
+                self._record(f"Tensor.{name}")
+                return original(t, *a, **k)
+
+            return original, wrapper
+
+        patched = {name: refuse(name) for name in ("tolist", "numpy")}
+        try:
+            for name, (_, wrapper) in patched.items():
+                setattr(torch.Tensor, name, wrapper)
+            with self:
+                yield self
+        finally:
+            for name, (original, _) in patched.items():
+                setattr(torch.Tensor, name, original)
+
+
+def _train_batch(seed: int) -> dict[str, torch.Tensor]:
+    batch = make_batch(B, seed, seq_len=L)
+    batch["halt_min_steps"] = torch.tensor([0, 2], dtype=torch.int32)  # as the trainer: one row explores
+    return batch
+
+
+def _close(a: torch.Tensor, b: torch.Tensor) -> None:
+    if a.dtype.is_floating_point:
+        torch.testing.assert_close(a, b, rtol=RTOL, atol=ATOL)
+    else:
+        assert torch.equal(a, b)
+
+
+# --------------------------------------------------------------------------------------------------------------
+
+
+def test_the_guard_sees_every_kind_of_host_sync() -> None:
+    t = torch.tensor([1.0, -2.0])
+    for kind, fn in [
+        ("_local_scalar_dense", lambda: t[0].item()),
+        ("_local_scalar_dense", lambda: bool(t[0] > 0)),
+        ("Tensor.tolist", lambda: t.tolist()),
+        ("Tensor.numpy", lambda: t.numpy()),
+        ("aten.nonzero", lambda: t.nonzero()),
+        ("bool mask", lambda: t[t > 0]),
+        ("aten._unique2", lambda: t.unique(return_inverse=True)),
+    ]:
+        with HostSyncGuard().active() as guard:
+            fn()
+        assert guard.seen and kind in guard.seen[0][0], (kind, guard.seen)
+    with HostSyncGuard().active() as guard:
+        (t * 2 + 1).sum().sqrt()
+    assert guard.seen == []
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_steps_are_one_graph_without_break(arch: str) -> None:
+    torch._dynamo.reset()
+    head = tiny_head(arch, batch_size=B, seq_len=L)
+    for training, batch in [(True, _train_batch(0)), (False, make_batch(B, 0, seq_len=L))]:
+        head.train(training)
+        explained = torch._dynamo.explain(head.step)(head.initial_carry(batch), batch, ("preds", "q_halt_logits"))
+        assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
+        assert explained.break_reasons == []
+    torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_training_step_compiles_once_and_matches_eager(arch: str) -> None:
+    torch._dynamo.reset()
+    eager_head = tiny_head(arch, batch_size=B, seq_len=L)
+    head = tiny_head(arch, batch_size=B, seq_len=L)
+    counter = CompileCounterWithBackend("aot_eager")
+    compiled = torch.compile(head.step, backend=counter, fullgraph=True)
+    eager_head.train(), head.train()
+    batches = [_train_batch(0), _train_batch(0), _train_batch(1)]  # two ACT steps of a sequence, then new data
+    carry_e = eager_head.initial_carry(batches[0])
+    carry_c = head.initial_carry(batches[0])
+    with torch._dynamo.config.patch(error_on_recompile=True):
+        for batch in batches:
+            carry_e, loss_e, metrics_e, out_e = eager_head.step(carry_e, batch, ("logits", "q_halt_logits"))
+            carry_c, loss_c, metrics_c, out_c = compiled(carry_c, batch, ("logits", "q_halt_logits"))
+            loss_e.backward(), loss_c.backward()
+            _close(loss_c, loss_e)
+            for k in out_e:
+                _close(out_c[k], out_e[k])
+            for k in metrics_e:
+                _close(metrics_c[k], metrics_e[k])
+            for a, b in zip(carry_c.inner, carry_e.inner, strict=True):
+                _close(a, b)
+            _close(carry_c.steps, carry_e.steps)
+            _close(carry_c.halted, carry_e.halted)
+    assert counter.frame_count == 1
+    for (name, p), q in zip(head.named_parameters(), eager_head.parameters(), strict=True):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-6, msg=name)  # sums of three backwards
+    torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_evaluation_step_compiles_once_and_matches_eager(arch: str) -> None:
+    torch._dynamo.reset()
+    head = tiny_head(arch, batch_size=B, seq_len=L).eval()
+    counter = CompileCounterWithBackend("aot_eager")
+    compiled = torch.compile(head.step, backend=counter, fullgraph=True)
+    with torch.no_grad(), torch._dynamo.config.patch(error_on_recompile=True):
+        for seed in (0, 1):  # two batches of all halt_max_steps steps
+            batch = make_batch(B, seed, seq_len=L)
+            carry_e = carry_c = head.initial_carry(batch)
+            for _ in range(head.model.max_steps):
+                carry_e, loss_e, _, out_e = head.step(carry_e, batch, ("preds", "q_halt_logits"))
+                carry_c, loss_c, _, out_c = compiled(carry_c, batch, ("preds", "q_halt_logits"))
+                _close(loss_c, loss_e)
+                _close(out_c["q_halt_logits"], out_e["q_halt_logits"])
+                _close(out_c["preds"], out_e["preds"])
+                _close(carry_c.halted, carry_e.halted)
+    assert counter.frame_count == 1
+    torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_training_step_host_syncs_are_the_pinned_ones(arch: str) -> None:
+    head = tiny_head(arch, batch_size=B, seq_len=L)
+    optimizers = make_optimizers(
+        head, lr=1e-3, puzzle_emb_lr=1e-2, weight_decay=0.1, puzzle_emb_weight_decay=0.1, compile=False
+    )
+    ema = EMA(head, 0.999)
+    head.train()
+    batch = _train_batch(0)
+    carry = head.initial_carry(batch)
+    for _ in range(2):  # the first step from the initial carry, the second from a carried one
+        with HostSyncGuard().active() as guard:
+            carry, loss, metrics, _ = head.step(carry, batch)
+            (loss / B).backward()
+            for optimizer, _ in optimizers:
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+            ema.update()
+            sums = {k: v.detach().float() for k, v in metrics.items()}  # what train_step keeps until logging
+        assert set(guard.seen) == PINNED_TRAIN_SYNCS, guard.seen
+        assert len(guard.seen) == 1
+    torch.stack(list(sums.values())).tolist()  # the logging boundary (Trainer._reduce_metrics): one read per step
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_evaluation_step_has_no_host_sync(arch: str) -> None:
+    head = tiny_head(arch, batch_size=B, seq_len=L).eval()
+    batch = make_batch(B, 0, seq_len=L)
+    carry = head.initial_carry(batch)
+    with torch.no_grad(), HostSyncGuard().active() as guard:
+        for _ in range(head.model.max_steps):
+            carry, _, _, _ = head.step(carry, batch, ("preds", "q_halt_logits"))
+    assert guard.seen == []
+
+
+def _old_predictions(head, inputs, labels, ids, rows, batch_size):  # type: ignore[no-untyped-def]
+    # the loop predict had before: read halted.all() on the host after every ACT step
+    from arcpipe.eval.infer import make_batch as rows_batch
+
+    head.eval()
+    preds, q_halt, steps = [], [], []
+    with torch.no_grad():
+        for start in range(0, len(rows), batch_size):
+            chunk = rows[start : start + batch_size]
+            batch = rows_batch(inputs, labels, ids, chunk, batch_size, torch.device("cpu"))
+            carry = head.initial_carry(batch)
+            n, step = len(chunk), 0
+            while True:
+                carry, _, metrics, outputs, all_halted = head(carry, batch, return_keys=("preds", "q_halt_logits"))
+                step += 1
+                if all_halted:
+                    break
+            steps.append(step)
+            preds.append(outputs["preds"][:n].to(torch.uint8).numpy())
+            q_halt.append(outputs["q_halt_logits"][:n].float().numpy())
+    return np.concatenate(preds), np.concatenate(q_halt), steps
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_evaluation_runs_exactly_halt_max_steps_as_the_old_loop(arch: str) -> None:
+    head = tiny_head(arch, batch_size=B, seq_len=L)
+    batch = make_batch(5, 3, seq_len=L)
+    inputs = batch["inputs"].numpy().astype(np.uint8)
+    labels = np.where(batch["labels"].numpy() < 0, 0, batch["labels"].numpy()).astype(np.uint8)
+    ids = batch["puzzle_identifiers"].numpy().astype(np.int64)
+    rows = np.arange(5)
+    preds, q_halt, steps = _old_predictions(head, inputs, labels, ids, rows, B)
+    assert steps == [head.model.max_steps] * 3  # every row halted after exactly halt_max_steps, none before
+    new = predict(head, inputs, labels, ids, rows, B, DistEnv(0, 0, 1, torch.device("cpu")))
+    assert new is not None
+    assert np.array_equal(new.preds, preds)
+    assert np.array_equal(new.q_halt_logits, q_halt)
