@@ -10,9 +10,9 @@ gpus_per_node; preflight and evaluation at least one, as the run trains on GPUs)
 on the CPU partition; every job a time limit and memory. The run must finish (every full run, its preflight, its
 segments grouped by segment_evals, every evaluation, the pooled votes and the full report).
 
-Each rehearsal is also a driver crash: the whole Snakemake process group is SIGKILLed while a training job runs
-on the scheduler, and the same command is run again with no manual step (README "After a crash"). It must take
-over (the dead driver's lock and its still-running jobs), no two jobs may ever train the same segment at once,
+Each rehearsal is also a driver crash: the whole Snakemake process group is SIGKILLed while a training job runs on
+the scheduler, and the same command is run again with no manual step (docs/reliability.md, "After a crash"). It must
+take over (the dead driver's lock and its still-running jobs), no two jobs may ever train the same segment at once,
 and the interrupted run's final weights must equal an uninterrupted run's bitwise.
 """
 
@@ -148,6 +148,9 @@ def test_full_rehearsal_through_the_slurm_profile(tmp_path: Path, slurm_lab: Non
     assert done.returncode == 0, done.stdout[-5000:]
     assert "took over from a dead driver" in done.stdout and "cancelled its" in done.stdout, done.stdout[:3000]
     assert_every_full_job_finished(work, cfg)
+    # nothing of the workflow holds a node or a GPU once it ended: SLURM lists no job of this working directory
+    queued = subprocess.run(["squeue", "-h", "-o", "%i|%T|%Z"], capture_output=True, text=True, check=True).stdout
+    assert [line for line in queued.splitlines() if Path(line.split("|")[-1]) == work] == []
 
     # every job SLURM received from this run, as slurmctld recorded it (MinJobAge keeps them for an hour)
     records = subprocess.run(["scontrol", "show", "job", "-o"], capture_output=True, text=True, check=True).stdout
@@ -227,6 +230,7 @@ def test_full_rehearsal_through_the_ice_profile(tmp_path: Path, fake_ice: dict) 
     assert "took over from a dead driver" in out and "(another host): last heartbeat" in out, out[:3000]
     assert "cancelled its" in out, out[:3000]
     assert_every_full_job_finished(work, cfg)
+    assert running() == [], "a training Job still has a running pod after the workflow ended"
 
     state = Path(fake_ice["FAKE_KUBECTL_STATE"])
     manifests = [json.loads(p.read_text()) for p in state.glob("*/job/*.json")]
@@ -245,6 +249,7 @@ def test_full_rehearsal_through_the_ice_profile(tmp_path: Path, fake_ice: dict) 
         gpus = int(limits.get("nvidia.com/gpu", 0))
         where = f"{job['metadata']['name']} ({rule})"
         assert job["spec"]["activeDeadlineSeconds"] > 0, where
+        assert 0 < job["spec"]["ttlSecondsAfterFinished"] <= 86400, where  # a finished Job and its pods go away
         assert int(limits["memory"].removesuffix("Mi")) >= 1000, where
         shm = next(v for v in pod["volumes"] if v["name"] == "dshm")
         assert shm["emptyDir"]["medium"] == "Memory" and shm["emptyDir"]["sizeLimit"], where
