@@ -5,7 +5,7 @@ Snakefile calls them at plan time, so nothing here imports torch.
     resources = evaluation_resources(run, dataset_dir)   # gpu, mem_mb, shm_mb, runtime
     device    = device_flag(run, gpus)                   # "--device cuda" or "--device cpu"
 
-Rules of thumb, each a documented default a run can override (README "Config reference"):
+Rules of thumb, each a documented default a run can override (docs/configuration.md, "Per-run resources"):
 * evaluation and preflight run on GPUs whenever the run trains on GPUs: `eval_gpus` (default 1) and 1 GPU;
 * the evaluation's time limit grows with the test split: rows x ACT steps at a conservative rate per GPU
   (EVAL_ROW_STEPS_PER_S), times a safety factor, plus start-up; `eval_runtime_minutes` overrides it.

@@ -82,7 +82,7 @@ def validation_problems(err: ValidationError) -> list[str]:
         where = ".".join(map(str, loc))
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
-            fallback = " (check its spelling against the README's config reference)"
+            fallback = " (check its spelling against docs/configuration.md)"
             msg = "unknown key" + did_you_mean(str(loc[-1]), _keys_beside(err.title, e["loc"]), fallback)
         if where and e["type"] != "missing" and isinstance(e["input"], (str, int, float, bool, type(None))):
             where += f"={e['input']!r}"

@@ -5,10 +5,10 @@ in a shuffled order; a visit picks one puzzle of the group uniformly and takes i
 packed into global batches of exactly `global_batch_size` rows; a puzzle that does not fit is cut at the batch end
 (the rest is dropped) and the last partial batch of the pass is dropped.
 
-Deliberate departure, documented in the README: upstream draws from per-worker generators that differ per rank.
-Here every random choice is a counter-based hash of (seed, pass, epoch, visit, example) or (seed, step, global
-row), so the global batch, and so the trained weights, do not depend on the number of processes or on gradient
-accumulation. Rank r, micro-batch m takes rows [(r * accum + m) * micro, ... + micro) of the global batch.
+Deliberate departure, documented in docs/architecture.md ("Training"): upstream draws from per-worker generators that
+differ per rank. Here every random choice is a counter-based hash of (seed, pass, epoch, visit, example) or (seed,
+step, global row), so the global batch, and so the trained weights, do not depend on the number of processes or on
+gradient accumulation. Rank r, micro-batch m takes rows [(r * accum + m) * micro, ... + micro) of the global batch.
 """
 
 from __future__ import annotations

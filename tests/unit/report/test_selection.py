@@ -82,7 +82,7 @@ def test_ties_go_to_the_later_checkpoint_on_held_out_tasks_and_the_earlier_on_th
 
 
 def test_subset_scores_over_every_task_are_the_top_level_pass_at_k():
-    # the evaluation's own weighting (eval/passk.py): fractional credit per task, then the mean over tasks
+    # the evaluation's own weighting (eval/score.py): fractional credit per task, then the mean over tasks
     pairs = {"a": [[[1]], [[2]], [[3]]], "b": [[[4]]], "c": [[[5]]]}
     test = load_tasks_from_json(
         {t: {"test": [{"input": g, "output": g} for g in grids]} for t, grids in pairs.items()}, "x"
