@@ -405,8 +405,9 @@ def ensembles_for_report(wildcards):
     return ensembles_of(None, runs)
 
 
-# what render_report writes into a folder (report/tables.py, selection.py, summary.py): each table as .csv, .md and
-# .html, the HTML one in Snakemake's report, where it is shown in place; the plots; the held-out task list
+# what render_report writes into a folder (report/render.py, from tables.py, selection.py, summary.py): each table
+# as .csv, .md and .html, the HTML one in Snakemake's report, where it is shown in place; the plots; the held-out
+# task list
 REPORT_TABLES = {
     "summary": "summary",
     "passk": "pass@K",
@@ -525,7 +526,7 @@ def stop_workflow(workflow, problems):
     for problem in problems:
         print(f"arcpipe: {problem}", file=sys.stderr)
     print(
-        "arcpipe: stopped before running anything; no file was changed (README: After a crash)",
+        "arcpipe: stopped before running anything; no file was changed (docs/reliability.md: After a crash)",
         file=sys.stderr,
     )
     workflow.persistence.unlock()  # this run's own locks: the next run must not find them stale
