@@ -24,10 +24,11 @@ from typing import Any, NamedTuple
 import pandas as pd
 
 from arcpipe.config import WorkflowConfig
+from arcpipe.gates import gate_status
 
 PREFIX = "arcpipe: "
 N_LAST_STEPS = 3  # training accuracy at the end: the mean of the last counted steps, as learning.csv's
-RUN_FILE = re.compile(r"results/(?:runs|eval)/([^/]+)/")
+RUN_FILE = re.compile(r"results/(?:(?:runs|eval)/([^/]+)/|gates/([^/]+)\.json$)")  # a gate record: its run
 ERROR_BLOCK = re.compile(r"\s*Error in rule (\S+):$")
 ERROR_LOG = re.compile(r"\s+log: (.*?)(?: \(check log file\(s\) for error details\))?$")
 # a Python exception's last line, possibly behind torchrun's "[rank0]: " prefix
@@ -74,7 +75,7 @@ def success_lines(root: Path, outputs: Iterable[str], cfg: WorkflowConfig) -> li
     built a report, else from the run's metrics; then where the report is and the command that renders it.
     """
     outputs = list(outputs)
-    runs = sorted({m[1] for path in outputs if (m := RUN_FILE.match(path))})
+    runs = sorted({m[1] or m[2] for path in outputs if (m := RUN_FILE.match(path))})
     lines, covered = [], set()
     for folder in dict.fromkeys(Path(path).parent for path in outputs if Path(path).name == "summary.csv"):
         summary = pd.read_csv(root / folder / "summary.csv", dtype={"run": str})
@@ -85,10 +86,11 @@ def success_lines(root: Path, outputs: Iterable[str], cfg: WorkflowConfig) -> li
     uncovered = [run for run in runs if run not in covered and run in cfg.runs]
     width = max((len(run) for run in uncovered), default=0)
     fallback = [line for run in uncovered if (line := _metrics_line(root, run, cfg, width))]
+    stopped = [f"  {run.ljust(width)}  {status}" for run in uncovered if (status := gate_status(root / "results", run))]
     if fallback:
         lines.append(f"pass@{cfg.report.main_k} in % of the last checkpoint (epoch), {TRAINED}, GPU-hours:")
         lines += fallback + ["the tables of every run, selected checkpoints included: snakemake report"]
-    return lines
+    return lines + stopped
 
 
 def failure_lines(root: Path, jobs: Sequence[FailedJob]) -> list[str]:
@@ -161,6 +163,9 @@ def _report_lines(folder: Path, summary: pd.DataFrame, accuracy: dict[str, float
     lines = [f"{main} in % of {checkpoints} (epoch), {TRAINED}, GPU-hours:"]
     width = max(len(run) for run in summary["run"])
     for row in summary.to_dict("records"):
+        if isinstance(row.get("status"), str) and row["status"]:  # e.g. not started: gate ... (no scores)
+            lines.append(f"  {row['run'].ljust(width)}  {row['status']}")
+            continue
         last = _score(row[f"last {main}"], row["epoch"])
         chosen = _score(row[f"selected {main}"], row["selected_epoch"]) if selected else None
         lines.append(

@@ -16,6 +16,7 @@ import yaml
 from snakemake.logging import DefaultFormatter
 
 from arcpipe.config import validate_config
+from arcpipe.gates import check_gate, gate_status
 from arcpipe.outcome import FailedJob, failed_jobs, failure_lines, job_error_line, on_failure, on_success, success_lines
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -115,6 +116,25 @@ def test_without_a_report_each_run_is_read_from_its_own_metrics(tmp_path):
     lines = success_lines(tmp_path, outputs, CFG)
     assert lines[1] == "  trm-arc1  last 12.50 (20000)  train acc 80.0%  GPU-h 4.20"
     assert lines[-1] == "the tables of every run, selected checkpoints included: snakemake report"
+
+
+def test_a_run_its_gate_stopped_says_so_with_or_without_a_report(tmp_path):
+    """urm-arc1 is gated on urm-arc1-validate in the shipped config: its gate record (check_gate's output in the DAG)
+    fell short, so it has no scores; the report's status column, or the record itself, says why."""
+    gate = CFG.runs["urm-arc1"].gate
+    metrics = tmp_path / "results/eval/urm-arc1-validate/epoch_10000/metrics.json"
+    metrics.parent.mkdir(parents=True)
+    metrics.write_text(json.dumps({"epoch": 10000, "pass@1": 0.031}))
+    check_gate("urm-arc1", gate, 10000, metrics, tmp_path / "results/gates/urm-arc1.json")
+    status = gate_status(tmp_path / "results", "urm-arc1")
+    assert status.startswith("not started: gate urm-arc1-validate pass@1 = 0.031")
+    alone = success_lines(tmp_path, ["results/gates/urm-arc1.json"], CFG)
+    assert alone == [f"  urm-arc1  {status}"]
+    outputs = _report(tmp_path, [("urm-arc1", float("nan"), float("nan"), float("nan"), float("nan"), 0.0)])
+    summary = pd.read_csv(tmp_path / "results/report/summary.csv").assign(status=status)
+    summary.to_csv(tmp_path / "results/report/summary.csv", index=False)
+    lines = success_lines(tmp_path, [*outputs, "results/gates/urm-arc1.json"], CFG)
+    assert f"  urm-arc1  {status}" in lines
 
 
 def test_a_run_without_results_yet_prints_nothing(tmp_path):
