@@ -89,13 +89,23 @@ if workflow.is_main_process and driving(sys.argv[1:]):
 if workflow.is_main_process:
     _named = [target for target in ("smoke", "full") if target in sys.argv[1:]]
     _forecast = forecast_runs(CFG, Path("results"))
-    print(f"arcpipe: {forecast_header(CFG.report.gpu_hour_price, Path('results'))}", file=sys.stderr)
-    _listed = sorted({r for t in _named for r in CFG.runs_for(t)}) if _named else sorted(_forecast)
+    print(
+        f"arcpipe: {forecast_header(CFG.report.gpu_hour_price, Path('results'))}",
+        file=sys.stderr,
+    )
+    _listed = (
+        sorted({r for t in _named for r in CFG.runs_for(t)})
+        if _named
+        else sorted(_forecast)
+    )
     for _run in _listed:
         print(f"arcpipe: {forecast_line(_run, _forecast[_run])}", file=sys.stderr)
     _total = sum(_forecast[_run].gpu_hours for _run in _listed)
     _cost = sum(_forecast[_run].cost for _run in _listed)
-    print(f"arcpipe: forecast in all: {_total:,.0f} GPU-h, cost {_cost:,.0f}", file=sys.stderr)
+    print(
+        f"arcpipe: forecast in all: {_total:,.0f} GPU-h, cost {_cost:,.0f}",
+        file=sys.stderr,
+    )
 
 _DRIFT = config_drift(CFG)
 for _problem in _DRIFT:
