@@ -78,3 +78,27 @@ def test_config_overrides_on_the_command_line_are_checked_the_same_way(tmp_path)
         f"{source}: runs.smoke-trm.arch_overrides.H_cycle=2: not a field of trm; did you mean H_cycles?",
         f"{source}: evaluation.quick_puzzles='0': Input should be greater than 0",
     ]
+
+
+HOSTILE_NAMES = {
+    "parent folder": ("../x", "is not a safe name"),
+    "leading dash": ("-x", "is not a safe name"),
+    "space": ("a b", "is not a safe name"),
+    "shell": ("a;rm", "is not a safe name"),
+    "over-long": ("r" * 101, "characters long"),
+    "case twin": ("Smoke-trm", "differ only by case"),
+}
+
+
+@pytest.mark.parametrize("case", HOSTILE_NAMES)
+def test_a_run_name_that_would_leave_its_folder_or_a_command_line_is_refused_in_one_line(case, tmp_path):
+    """A run's name becomes folders under results/, log files and job names: checked where it enters
+    (arcpipe.names.check_name), before anything is written."""
+    name, expected = HOSTILE_NAMES[case]
+    raw = copy.deepcopy(SHIPPED)
+    raw["runs"][name] = copy.deepcopy(raw["runs"]["smoke-trm"])
+    proc, problems = _dry_run(tmp_path, raw)
+    assert proc.returncode != 0
+    assert len(problems) == 1 and expected in problems[0], problems
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "results").exists() and sorted(p.name for p in tmp_path.iterdir()) == ["config"]

@@ -13,6 +13,7 @@ from arcpipe.config.base import Strict, invalid
 from arcpipe.config.datasets import DatasetConfig
 from arcpipe.config.evaluation import EvaluationConfig, KaggleConfig, ReportConfig
 from arcpipe.config.runs import RunConfig
+from arcpipe.names import case_collisions, check_name
 
 log = logging.getLogger("arcpipe.config")
 
@@ -66,9 +67,12 @@ class WorkflowConfig(Strict):
     @field_validator("datasets", "runs")
     @classmethod
     def _names(cls, value: dict[str, Any]) -> dict[str, Any]:
+        # a run's or dataset's name becomes folders under results/, log files, job names and Kubernetes/SLURM specs
         for name in value:
-            if not name.replace("-", "").replace("_", "").replace(".", "").isalnum():
-                raise ValueError(f"name {name!r} may hold only letters, digits, '-', '_' and '.'")
+            check_name(name, "name")
+        problems = case_collisions(value, "name")
+        if problems:
+            raise ValueError(problems[0])
         return value
 
     @model_validator(mode="after")
