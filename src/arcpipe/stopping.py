@@ -14,12 +14,16 @@ since the best one without a gain of more than `min_delta` (the first evaluation
 run's last planned boundary never stops: there is nothing left to skip. Raising the target or the patience later only
 changes the decisions, so training continues from the stopping boundary's checkpoint.
 
-Nothing here reads torch or runs a model; `write_decision` is the only file I/O.
+Rule decide_boundary (rules/train.smk), a Snakemake checkpoint, calls `decide_at_boundary` at the end of each
+training segment but the last: the record it writes (results/runs/{run}/decisions/epoch_{epoch}.json) decides which
+of the run's later files the workflow asks for (rules/common.smk: `planned_epochs`). Nothing here reads torch or runs
+a model; `decide_at_boundary` is the only function that reads or writes files.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -28,10 +32,11 @@ from typing import Any
 
 import pandas as pd
 
-from arcpipe.config import ArcpipeError
-from arcpipe.config.stop import QuickEvalConfig, StopConfig
+from arcpipe.config import ArcpipeError, QuickEvalConfig, StopConfig
 from arcpipe.files import atomic_write_many
 from arcpipe.report.selection import held_out_tasks, subset_pass_at, task_scores
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -64,6 +69,41 @@ class Decision:
     def skipped_epochs(self) -> int:
         """Planned epochs that are never trained: after this boundary when it stops, else none."""
         return self.planned_epochs - self.epoch if self.stop else 0
+
+
+def decide_at_boundary(
+    run: str,
+    rule: StopConfig,
+    metrics: Sequence[str | Path],
+    previous: str | Path | None,
+    out: str | Path,
+    *,
+    boundaries: Sequence[int],
+    epochs: Sequence[int],
+    selection_tasks: int,
+    seed: int,
+) -> dict[str, Any]:
+    """Rule decide_boundary: score the segment's evaluations (metrics.json at each of `epochs`; per_puzzle.csv lies
+    beside it), add them to the previous decision's history, decide, write the record to `out` and log its line.
+    `seed`: the held-out draw's, the run's dataset seed as the report's selection uses it."""
+    history = read_history(json.loads(Path(previous).read_text())) if previous else []
+    for epoch, path in zip(epochs, metrics, strict=True):
+        csv = Path(path).with_name("per_puzzle.csv")
+        try:
+            per_puzzle = pd.read_csv(csv, dtype={"puzzle": str})
+        except (OSError, pd.errors.ParserError) as err:
+            raise ArcpipeError(f"{csv}: cannot read per-puzzle results ({err}); re-run its evaluation") from err
+        history.append(boundary_score(per_puzzle, epoch, rule.metric, selection_tasks, seed))
+    decision = decide(history, rule, boundaries)
+    record = decision_record(decision, run, rule)
+    write_decision(out, record)
+    log.info("%s", decision_line(record, out))
+    return record
+
+
+def decision_line(record: Mapping[str, Any], path: str | Path) -> str:
+    """`stop rule: smoke-trm stop at epoch 2 of 4: ... (record PATH)`, the line the log and the driver print."""
+    return f"stop rule: {record['run']} {record['reason']} (record {path})"
 
 
 def decide(history: Sequence[Score], rule: StopConfig, boundaries: Sequence[int]) -> Decision:

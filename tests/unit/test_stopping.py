@@ -6,8 +6,7 @@ import pandas as pd
 import pytest
 from pydantic import ValidationError
 
-from arcpipe.config import ArcpipeError
-from arcpipe.config.stop import QuickEvalConfig, StopConfig, stop_problems
+from arcpipe.config import ArcpipeError, QuickEvalConfig, StopConfig, stop_problems
 from arcpipe.report.selection import held_out_tasks
 from arcpipe.stopping import (
     Score,
@@ -170,3 +169,16 @@ def test_quick_subset_size_is_a_share_rounded_up_or_a_count():
     assert QuickEvalConfig().num_tasks(3) == 1
     assert QuickEvalConfig(share=0.25).num_tasks(10) == 3
     assert QuickEvalConfig(puzzles=50).num_tasks(40) == 40
+
+
+def test_a_run_takes_a_stop_rule_that_changes_nothing_it_trains():
+    from arcpipe.config import RunConfig, config_hash, training_changes
+
+    fields = {"dataset": "d", "arch": "trm", "preset": "tiny", "target": "smoke", "epochs": 8, "eval_interval": 2}
+    plain, stopping = RunConfig(**fields), RunConfig(**fields, stop={"patience": 3, "min_delta": 0.01})
+    assert stopping.stop == StopConfig(patience=3, min_delta=0.01)
+    assert "stop" not in plain.model_dump()  # runs without a rule hash and compare as before
+    assert config_hash(plain) == config_hash(RunConfig(**fields, stop=None))
+    assert training_changes(plain.model_dump(mode="json"), stopping.model_dump(mode="json")) == []
+    with pytest.raises(ValidationError, match="sets neither target nor patience"):
+        RunConfig(**fields, stop={"metric": "pass@1"})

@@ -10,6 +10,7 @@ One module per part of the design, each importing only those above it:
 
     base.py        ArcpipeError, the Strict base model, problems turned into located pydantic errors
     datasets.py    the four kinds of data source and DatasetConfig
+    stop.py        StopConfig (a run's stop rule), QuickEvalConfig (quick and full evaluations), stop_problems
     runs.py        RunConfig (arch checks, checkpoint and segment schedule, devices, GateConfig); which fields only
                    say how a run is executed (EXECUTION_FIELDS, training_changes); cost_per_hour
     evaluation.py  EvaluationConfig, ReportConfig, KaggleConfig
@@ -33,6 +34,7 @@ from arcpipe.config.load import (
     workflow_config,
 )
 from arcpipe.config.runs import EXECUTION_FIELDS, GateConfig, RunConfig, cost_per_hour, training_changes
+from arcpipe.config.stop import QuickEvalConfig, StopConfig, stop_problems
 from arcpipe.config.workflow import MAX_EVALUATIONS, WorkflowConfig, json_schema
 
 __all__ = [
@@ -46,9 +48,11 @@ __all__ = [
     "GateConfig",
     "KaggleConfig",
     "KaggleSource",
+    "QuickEvalConfig",
     "ReportConfig",
     "RunConfig",
     "Source",
+    "StopConfig",
     "Strict",
     "UrlSource",
     "WorkflowConfig",
@@ -58,6 +62,7 @@ __all__ = [
     "json_schema",
     "load_config",
     "read_config_yaml",
+    "stop_problems",
     "training_changes",
     "validate_config",
     "validation_problems",

@@ -22,6 +22,7 @@ from pydantic import (
 from pydantic_core import InitErrorDetails
 
 from arcpipe.config.base import Strict, custom_error, did_you_mean, invalid
+from arcpipe.config.stop import StopConfig
 from arcpipe.gpus import GPUName
 
 
@@ -92,6 +93,8 @@ class RunConfig(Strict):
     eval_runtime_minutes: int | None = Field(default=None, gt=0)  # None: estimated from the test split
     # train only after another run's evaluation reaches a threshold; dumped only when set
     gate: GateConfig | None = None
+    # end before the last epoch once the answer is in (config/stop.py, arcpipe.stopping); dumped only when set
+    stop: StopConfig | None = None
 
     # the registry imports torch (seconds): only validating a run loads it, never `import arcpipe.config`
     @field_validator("preset")
@@ -143,7 +146,12 @@ class RunConfig(Strict):
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data = handler(self)
-        for key in ("seed_group", "gpu", "gate"):  # absent unless set: runs without them hash and compare as before
+        for key in (
+            "seed_group",
+            "gpu",
+            "gate",
+            "stop",
+        ):  # absent unless set: runs without them hash and compare as before
             if data.get(key) is None:
                 data.pop(key, None)
         return data
@@ -234,6 +242,7 @@ EXECUTION_FIELDS = frozenset(
         "eval_runtime_minutes",
         "seed_group",  # a label the report groups by
         "gate",  # decides whether the run starts, not what it computes
+        "stop",  # decides where the run ends, not what it computes
         "gpu",  # only the forecast reads it
     }
 )
