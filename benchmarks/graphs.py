@@ -68,8 +68,7 @@ def main() -> None:
     for arch in args.archs:
         row = _measure(arch, args)
         print(
-            f"{arch:<12} {row['breaks']:>27} {row['recompiles']:>22} {row['syncs']:>31} {row['ms']:>20}  "
-            f"{row['ops']}"
+            f"{arch:<12} {row['breaks']:>27} {row['recompiles']:>22} {row['syncs']:>31} {row['ms']:>20}  {row['ops']}"
         )
     print(f"wall {time.perf_counter() - started:.1f} s")
 
