@@ -1,4 +1,5 @@
 # Config validated once; input functions and resource lookups for the rules. No rules here.
+import json
 import os
 import sys
 
@@ -135,10 +136,10 @@ def run_config(wildcards):
     """The run's resolved training config: the run and its dataset (not other runs, not the evaluation settings:
     changing those must not retrain anything)."""
     run = CFG.runs[wildcards.run]
-    # not its gate: the gate names another run, and deciding whether to start is not training
+    # not its gate nor its stop rule: deciding whether to start or where to end is not training
     return {
         "datasets": {run.dataset: CFG.datasets[run.dataset].model_dump(mode="json")},
-        "runs": {wildcards.run: run.model_dump(mode="json", exclude={"gate"})},
+        "runs": {wildcards.run: run.model_dump(mode="json", exclude={"gate", "stop"})},
     }
 
 
@@ -167,15 +168,23 @@ def verified_dataset(wildcards):
 
 
 def previous_boundary(wildcards):
-    """[] for the first segment, else the previous boundary's checkpoint and state."""
+    """[] for the first segment, else the previous boundary's checkpoint and state.
+
+    Runs with a stop rule take no state from the end of the previous segment. After a stop, Snakemake deletes
+    that temp file, and going on later (a raised target or patience) must not make it re-run a finished segment
+    for it; the trainer resumes from the state's kept copy (resume/boundaries/, train/loop.py) instead.
+    """
     run = CFG.runs[wildcards.run]
     previous = int(wildcards.epoch) - run.eval_interval
     if previous <= 0:
         return {}
-    return {
+    files = {
         "previous_ckpt": f"results/runs/{wildcards.run}/ckpt/epoch_{previous}.pt",
         "previous_state": f"results/runs/{wildcards.run}/state/epoch_{previous}.pt",
     }
+    if run.stop is not None and previous in run.segment_ends():
+        del files["previous_state"]
+    return files
 
 
 def first_segment_gate(wildcards):
@@ -214,21 +223,16 @@ def segment_index(wildcards):
     return int(wildcards.epoch) // CFG.runs[wildcards.run].eval_interval
 
 
-def per_boundary(target, pattern):
+def per_boundary(target, pattern, decisions=False):
     """`pattern` ({run}, {epoch}) at every evaluation boundary of every run of `target`, from the config alone:
     `snakemake -n full` plans with them without looking for checkpoints on disk. A gated run's files come from an
-    input function of their own (`gated`): one per gate, so the plan shows every gate.
+    input function of their own (`gated`): one per gate, so the plan shows every gate; so do the files of runs
+    with stop rules (`stopped`), which end where the run stopped. With decisions: the decision records instead.
     """
     return [
         item
         for run in CFG.runs_for(target)
-        for item in gated(
-            run,
-            [
-                pattern.format(run=run, epoch=epoch)
-                for epoch in CFG.runs[run].boundaries()
-            ],
-        )
+        for item in gated(run, stopped(run, pattern, decisions))
     ]
 
 
@@ -250,7 +254,7 @@ def gated(run, files):
         return files
 
     def after_gate(wildcards):
-        return files if gate_passed(run) else []
+        return expand_items(files, wildcards) if gate_passed(run) else []
 
     after_gate.__name__ = f"after_gate_of_{run}"
     return [after_gate]
@@ -262,13 +266,18 @@ def one_input(items):
         return items
 
     def lookup(wildcards):
-        return [
-            name
-            for item in items
-            for name in (item(wildcards) if callable(item) else [item])
-        ]
+        return expand_items(items, wildcards)
 
     return lookup
+
+
+def expand_items(items, wildcards):
+    """Files and input functions (`gated`, `stopped`) as the list of files they give."""
+    return [
+        name
+        for item in items
+        for name in (item(wildcards) if callable(item) else [item])
+    ]
 
 
 def gate_decision(wildcards):
@@ -301,6 +310,118 @@ def gate_checkpoint(wildcards):
     return gate_epoch(CFG.runs, wildcards.run)
 
 
+# Stop rules (runs.<run>.stop, arcpipe.stopping): decide_boundary is a Snakemake checkpoint at the end of every
+# training segment but the last; its record says whether the run goes on. As for gates, asking for a record before
+# it exists makes the asking job wait for it and be asked again after it. A run whose rule fired keeps its files up
+# to that boundary; its later segments and evaluations are never asked for, so none is faked. Runs with no stop
+# rules plan exactly as before: the chain from the config alone.
+DECISION = "results/runs/{run}/decisions/epoch_{epoch}.json"
+
+
+def goes_on(name, epoch, wait=True):
+    """Whether run `name`'s decision at segment end `epoch` says go on; wait: for the checkpoint to decide, else
+    read the record on disk (a missing one: no)."""
+    path = DECISION.format(run=name, epoch=epoch)
+    if wait:
+        path = checkpoints.decide_boundary.get(run=name, epoch=epoch).output[0]
+    elif not os.path.exists(path):
+        return False
+    with open(path) as f:
+        return not json.load(f)["stop"]
+
+
+def planned_epochs(name, wait=True, decisions=False):
+    """The run's boundaries the targets ask for: every one without a stop rule; with one, those up to the first
+    segment end whose decision says stop. decisions: the segment ends decided on, instead.
+    """
+    run = CFG.runs[name]
+    if run.stop is None:
+        return [] if decisions else run.boundaries()
+    ends = run.segment_ends()[:-1]  # the last segment end: nothing left to decide
+    epochs, decided = [], []
+    for epoch in run.boundaries():
+        epochs.append(epoch)
+        if epoch in ends:
+            decided.append(epoch)
+            if not goes_on(name, epoch, wait):
+                break
+    return decided if decisions else epochs
+
+
+def stopped(run, pattern, decisions=False):
+    """`pattern` ({run}, {epoch}) at the run's planned boundaries (`planned_epochs`): a list for a run without a
+    stop rule, an input function with one."""
+    if CFG.runs[run].stop is None:
+        return [
+            pattern.format(run=run, epoch=e)
+            for e in planned_epochs(run, decisions=decisions)
+        ]
+
+    def until_stop(wildcards):
+        return [
+            pattern.format(run=run, epoch=e)
+            for e in planned_epochs(run, decisions=decisions)
+        ]
+
+    until_stop.__name__ = f"until_stop_of_{run}"
+    return [until_stop]
+
+
+def stop_decision(wildcards):
+    """A stop-rule run's first segment after a decision waits for it and refuses a stop (asked for by path). The
+    record is no input: a rule changed after training never retrains the run."""
+    run = CFG.runs[wildcards.run]
+    previous = int(wildcards.epoch) - run.eval_interval
+    if run.stop is None or previous not in run.segment_ends():
+        return []
+    if not goes_on(wildcards.run, previous):
+        raise ValueError(
+            f"runs.{wildcards.run}.stop: the run stopped at epoch {previous} (record "
+            f"{DECISION.format(run=wildcards.run, epoch=previous)}); epochs after it are not trained: raise "
+            "stop.target or stop.patience to go on"
+        )
+    return []
+
+
+def decision_inputs(wildcards):
+    """decide_boundary's inputs: the evaluations of the segment that ends at {epoch}, and the previous decision,
+    whose history this one adds to."""
+    run = CFG.runs[wildcards.run]
+    epoch = int(wildcards.epoch)
+    ends = [e for e in run.segment_ends() if e < epoch]
+    files = {
+        "metrics": [
+            f"results/eval/{wildcards.run}/epoch_{e}/metrics.json"
+            for e in segment_epochs(wildcards)
+        ]
+    }
+    if ends:
+        files["previous"] = DECISION.format(run=wildcards.run, epoch=ends[-1])
+    return files
+
+
+def segment_epochs(wildcards):
+    run = CFG.runs[wildcards.run]
+    start = max([0, *(e for e in run.segment_ends() if e < int(wildcards.epoch))])
+    return [e for e in run.boundaries() if start < e <= int(wildcards.epoch)]
+
+
+def stop_rule(wildcards):
+    """decide_boundary's params: the rule as configured, so a raised target or patience decides again."""
+    return CFG.runs[wildcards.run].stop.model_dump(mode="json")
+
+
+def decision_settings(wildcards):
+    run = CFG.runs[wildcards.run]
+    return {
+        "boundaries": run.boundaries(),
+        "epochs": segment_epochs(wildcards),
+        "selection_tasks": CFG.evaluation.selection_tasks,
+        # the report's held-out draw (report/selection.py)
+        "seed": CFG.datasets[run.dataset].seed,
+    }
+
+
 def in_report(name):
     """Whether a run's checkpoints may be in the report: not when its gate fell short. A smoke run waits for its
     gate; a full run's record is only read from disk: `snakemake report` never trains a gate run.
@@ -315,7 +436,12 @@ def in_report(name):
 
 
 def evaluations_of(target):
-    return per_boundary(target, "results/eval/{run}/epoch_{epoch}/metrics.json")
+    """Every evaluation of the target's runs, and the stop rules' decision records: asked for by name, a record is
+    made again when its rule changes (params), and the plan grows when it now says go on.
+    """
+    return per_boundary(
+        target, "results/eval/{run}/epoch_{epoch}/metrics.json"
+    ) + per_boundary(target, DECISION, decisions=True)
 
 
 # the inputs of the full runs' report (rules/report.smk: render_full_report, pool_full_votes)
@@ -328,7 +454,8 @@ def evaluation_votes_of(target):
 
 
 def report_boundaries():
-    """(run, epoch) pairs in the report: every smoke boundary, and full-run checkpoints already on disk.
+    """(run, epoch) pairs in the report: every smoke boundary, and full-run checkpoints already on disk; of a run
+    with a stop rule, those up to where it stopped (a full run's decisions as they are on disk).
 
     So `snakemake report` never starts GPU training; after a full run it evaluates and tabulates what exists.
     """
@@ -336,7 +463,7 @@ def report_boundaries():
     for name, run in CFG.runs.items():
         if not in_report(name):
             continue
-        for epoch in run.boundaries():
+        for epoch in planned_epochs(name, wait=run.target == "smoke"):
             if run.target == "smoke" or os.path.exists(
                 f"results/runs/{name}/ckpt/epoch_{epoch}.pt"
             ):
@@ -360,7 +487,7 @@ def evaluation_votes_for_report(wildcards):
 
 def last_boundaries(wildcards):
     """The last {k} boundaries of the run, oldest first: the checkpoints of its ensemble (eval/ensemble.py)."""
-    boundaries = CFG.runs[wildcards.run].boundaries()
+    boundaries = planned_epochs(wildcards.run)
     if int(wildcards.k) > len(boundaries):
         raise ValueError(
             f"run {wildcards.run} has {len(boundaries)} checkpoints, fewer than {wildcards.k}"
@@ -410,7 +537,11 @@ def ensembles_for_report(wildcards):
     runs = [
         name
         for name, run in CFG.runs.items()
-        if k and all((name, epoch) in in_report for epoch in run.boundaries()[-k:])
+        if k
+        and all(
+            (name, epoch) in in_report
+            for epoch in planned_epochs(name, wait=False)[-k:]
+        )
     ]
     return ensembles_of(None, runs)
 

@@ -64,6 +64,29 @@ checkpoint check_gate:
         "../workflow/scripts/check_gate.py"
 
 
+# runs.<run>.stop: end a run before its last epoch once its answer is in (arcpipe.stopping). A checkpoint at the end
+# of each training segment but the last: its record decides which of the run's later files the targets ask for
+# (common.smk: planned_epochs). Local: it reads a few small files.
+checkpoint decide_boundary:
+    input:
+        unpack(decision_inputs),  # the segment's evaluations; the previous decision, whose history this extends
+    output:
+        "results/runs/{run}/decisions/epoch_{epoch}.json",
+    log:
+        "logs/decide_boundary/{run}/epoch_{epoch}.log",
+    localrule: True
+    conda:
+        "../envs/arcpipe.yaml"
+    resources:
+        mem_mb=1000,
+        runtime=5,
+    params:
+        rule=stop_rule,  # a raised target or patience decides again, and the plan may grow
+        settings=decision_settings,
+    script:
+        "../workflow/scripts/decide_boundary.py"
+
+
 rule train_segment:
     input:
         unpack(previous_boundary),  # the previous boundary's ckpt + state; none for the first
@@ -71,6 +94,7 @@ rule train_segment:
         config=ancient("results/runs/{run}/config.yaml"),  # changed training fields stop the plan (arcpipe.keep)
         gate=first_segment_gate,  # full runs: the preflight passed
         decided=gate_decision,  # gated runs: waits for check_gate; no file, so a gate never retrains a run
+        go_on=stop_decision,  # stop-rule runs: waits for decide_boundary; no file, as for gates
     output:
         ckpt="results/runs/{run}/ckpt/epoch_{epoch}.pt",  # evaluated; kept
         state=temp("results/runs/{run}/state/epoch_{epoch}.pt"),  # to continue; only the latest survives

@@ -1,0 +1,94 @@
+"""Stop rules in the real workflow: smoke-trm with 4 boundaries (epochs 8, eval_interval 2) and a rule whose outcome
+is known on CPU, a plateau of patience 1 with min_delta 1.0 (pass@K cannot rise by more than 1), fires at the 2nd
+boundary (epoch 4).
+
+Epochs 5-8 are then never trained nor evaluated (no checkpoint, evaluation, decision or log of them), the decision
+records and the driver's output say at which epoch and why, and Snakemake exits 0. Raising the patience and running
+the same command again decides again and continues from epoch 4 without re-training it; the final weights equal,
+bitwise, those of a run that never had a stop rule (the rule is no part of what training computes).
+
+Scratch working directories with the repository's Snakefile and a copy of config/config.yaml (scratch.py).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from scratch import snakemake
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
+
+RUN = "results/runs/smoke-trm"
+STOP = {"runs": {"smoke-trm": {"epochs": 8, "stop": {"patience": 1, "min_delta": 1.0}}}}
+GO_ON = {"runs": {"smoke-trm": {"epochs": 8, "stop": {"patience": 5, "min_delta": 1.0}}}}
+FALLBACK = (
+    "all 16 test tasks (fall-back: evaluation.selection_tasks is 0, so the rule reads the tasks the reported number "
+    "is scored on)"
+)
+
+
+def _weights(path):
+    return torch.load(path, map_location="cpu", weights_only=False)["model"]
+
+
+@pytest.fixture(scope="module")
+def stopped(tmp_path_factory):
+    work = tmp_path_factory.mktemp("stop")
+    proc = snakemake(work, STOP, "-j2", "smoke", name="stop.yaml", timeout=1200)
+    return work, proc
+
+
+def test_a_plateau_at_the_second_of_four_boundaries_ends_the_run_there(stopped):
+    work, proc = stopped
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for epoch in (2, 4):
+        assert (work / f"{RUN}/ckpt/epoch_{epoch}.pt").exists()
+        assert (work / f"results/eval/smoke-trm/epoch_{epoch}/metrics.json").exists()
+    for epoch in (6, 8):  # never trained nor evaluated, and nothing stands in for them
+        assert not list(work.glob(f"results/**/*epoch_{epoch}*")), epoch
+        assert not list(work.glob(f"logs/**/*epoch_{epoch}*")), epoch
+    first = json.loads((work / f"{RUN}/decisions/epoch_2.json").read_text())
+    assert not first["stop"] and first["fallback"]
+    record = json.loads((work / f"{RUN}/decisions/epoch_4.json").read_text())
+    assert record["stop"] and record["fired"] == "patience"
+    assert (record["epoch"], record["planned_epochs"], record["skipped_epochs"]) == (4, 8, 4)
+    assert [s["epoch"] for s in record["scores"]] == [2, 4]
+    line = (
+        f"arcpipe: stop rule: smoke-trm stop at epoch 4 of 8: pass@2 = {record['scores'][1]['value']:.3f} on "
+        f"{FALLBACK} at epoch 4: 1 evaluation(s) without a gain above min_delta 1 over the best, "
+        f"{record['best_value']:.3f} at epoch 2 (patience 1) (record {RUN}/decisions/epoch_4.json)"
+    )
+    assert line in proc.stderr.splitlines()
+    assert not (work / f"{RUN}/state/epoch_4.pt").exists()  # temp: gone; its kept copy is what a continuation reads
+    assert (work / f"{RUN}/resume/boundaries/state_epoch_4.pt").exists()
+
+
+def test_a_raised_patience_continues_from_the_stopping_checkpoint_bitwise(stopped, tmp_path):
+    work, first = stopped
+    assert first.returncode == 0, first.stderr[-3000:]
+    kept = {e: (work / f"{RUN}/ckpt/epoch_{e}.pt").read_bytes() for e in (2, 4)}
+    logs = {e: (work / f"logs/train_segment/smoke-trm/epoch_{e}.log").read_bytes() for e in (2, 4)}
+
+    proc = snakemake(work, GO_ON, "-j2", "smoke", name="stop.yaml", timeout=1200)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for epoch in (2, 4):  # not trained again: the same bytes, the same training log
+        assert (work / f"{RUN}/ckpt/epoch_{epoch}.pt").read_bytes() == kept[epoch]
+        assert (work / f"logs/train_segment/smoke-trm/epoch_{epoch}.log").read_bytes() == logs[epoch]
+    for epoch in (6, 8):
+        assert (work / f"results/eval/smoke-trm/epoch_{epoch}/metrics.json").exists()
+    assert "resume/boundaries/state_epoch_4.pt" in (work / "logs/train_segment/smoke-trm/epoch_6.log").read_text()
+    decisions = {e: json.loads((work / f"{RUN}/decisions/epoch_{e}.json").read_text()) for e in (2, 4, 6)}
+    assert [d["stop"] for d in decisions.values()] == [False, False, False]
+    assert decisions[4]["rule"]["patience"] == 5
+
+    straight = tmp_path / "straight"  # the same run without a stop rule: the static chain, uninterrupted
+    target = "results/runs/smoke-trm/ckpt/epoch_8.pt"
+    done = snakemake(straight, {"runs": {"smoke-trm": {"epochs": 8}}}, "-j2", target, timeout=1200)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert not (straight / f"{RUN}/decisions").exists()
+    ours, theirs = _weights(work / target), _weights(straight / target)
+    assert ours.keys() == theirs.keys()
+    for key in ours:
+        assert torch.equal(ours[key], theirs[key]), key
