@@ -1,12 +1,24 @@
 """Stop rules and the quick/full evaluation schedule on hand-made histories (arcpipe.stopping, config/stop.py)."""
 
+import copy
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 from pydantic import ValidationError
 
-from arcpipe.config import ArcpipeError, QuickEvalConfig, StopConfig, stop_problems
+from arcpipe.config import (
+    ArcpipeError,
+    QuickEvalConfig,
+    RunConfig,
+    StopConfig,
+    config_hash,
+    stop_problems,
+    training_changes,
+    validate_config,
+)
 from arcpipe.report.selection import held_out_tasks
 from arcpipe.stopping import (
     Score,
@@ -20,6 +32,7 @@ from arcpipe.stopping import (
 )
 
 BOUNDARIES = [2, 4, 6, 8]
+SHIPPED = Path(__file__).resolve().parents[2] / "config/config.yaml"
 
 
 def _history(*values: float, tasks: str = "2 held-out selection tasks") -> list[Score]:
@@ -172,8 +185,6 @@ def test_quick_subset_size_is_a_share_rounded_up_or_a_count():
 
 
 def test_a_run_takes_a_stop_rule_that_changes_nothing_it_trains():
-    from arcpipe.config import RunConfig, config_hash, training_changes
-
     fields = {"dataset": "d", "arch": "trm", "preset": "tiny", "target": "smoke", "epochs": 8, "eval_interval": 2}
     plain, stopping = RunConfig(**fields), RunConfig(**fields, stop={"patience": 3, "min_delta": 0.01})
     assert stopping.stop == StopConfig(patience=3, min_delta=0.01)
@@ -182,3 +193,13 @@ def test_a_run_takes_a_stop_rule_that_changes_nothing_it_trains():
     assert training_changes(plain.model_dump(mode="json"), stopping.model_dump(mode="json")) == []
     with pytest.raises(ValidationError, match="sets neither target nor patience"):
         RunConfig(**fields, stop={"metric": "pass@1"})
+
+
+def test_a_stop_metric_the_evaluation_does_not_compute_is_refused_with_the_choices():
+    raw = yaml.safe_load(SHIPPED.read_text())
+    good = copy.deepcopy(raw)
+    good["runs"]["smoke-trm"]["stop"] = {"metric": "pass@2", "patience": 2}
+    assert validate_config(good).runs["smoke-trm"].stop.patience == 2
+    raw["runs"]["smoke-trm"]["stop"] = {"metric": "pass@3", "patience": 2}
+    with pytest.raises(ArcpipeError, match=r"runs.smoke-trm.stop.metric='pass@3': evaluation.pass_ks does not compute"):
+        validate_config(raw, source="config.yaml")

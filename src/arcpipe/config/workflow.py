@@ -13,6 +13,7 @@ from arcpipe.config.base import Strict, invalid
 from arcpipe.config.datasets import DatasetConfig
 from arcpipe.config.evaluation import EvaluationConfig, KaggleConfig, ReportConfig
 from arcpipe.config.runs import RunConfig
+from arcpipe.config.stop import stop_problems
 from arcpipe.names import case_collisions, check_name
 
 log = logging.getLogger("arcpipe.config")
@@ -106,6 +107,7 @@ class WorkflowConfig(Strict):
                 f"(multiples of eval_interval={self.runs[kaggle].eval_interval})"
             )
         problems += _gate_problems(self.runs, self.evaluation.pass_ks)
+        problems += stop_problems({name: run.stop for name, run in self.runs.items()}, self.evaluation.pass_ks)
         held_out = self.evaluation.selection_tasks
         for name in sorted({run.dataset for run in self.runs.values()} & set(self.datasets)):
             # max_puzzles caps the test subset, so a dataset never has more test tasks than that
