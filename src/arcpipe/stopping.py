@@ -165,6 +165,20 @@ def full_evaluation_due(
     )
 
 
+def quick_full_gap(pairs: Sequence[tuple[int, float, float]], metric: str = "pass@2") -> str:
+    """How far quick scores lie from full ones on the checkpoints that got both: (epoch, quick, full) fractions ->
+    one line for the report, in percentage points."""
+    if not pairs:
+        return f"quick vs full {metric}: no checkpoint has both"
+    gaps = [100 * (quick - full) for _, quick, full in pairs]
+    worst = max(range(len(gaps)), key=lambda i: abs(gaps[i]))
+    return (
+        f"quick vs full {metric} on {len(gaps)} checkpoint(s): mean |quick - full| "
+        f"{sum(abs(g) for g in gaps) / len(gaps):.1f} points, mean quick - full {sum(gaps) / len(gaps):+.1f}, "
+        f"largest {gaps[worst]:+.1f} at epoch {pairs[worst][0]}"
+    )
+
+
 def boundary_score(
     per_puzzle: pd.DataFrame, epoch: int, metric: str, selection_tasks: int, seed: int, quick: bool = False
 ) -> Score:

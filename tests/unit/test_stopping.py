@@ -26,6 +26,7 @@ from arcpipe.stopping import (
     decide,
     decision_record,
     full_evaluation_due,
+    quick_full_gap,
     read_history,
     saved_gpu_hours,
     write_decision,
@@ -203,3 +204,12 @@ def test_a_stop_metric_the_evaluation_does_not_compute_is_refused_with_the_choic
     raw["runs"]["smoke-trm"]["stop"] = {"metric": "pass@3", "patience": 2}
     with pytest.raises(ArcpipeError, match=r"runs.smoke-trm.stop.metric='pass@3': evaluation.pass_ks does not compute"):
         validate_config(raw, source="config.yaml")
+
+
+def test_the_quick_to_full_gap_is_measured_on_checkpoints_with_both():
+    pairs = [(2, 0.10, 0.05), (4, 0.20, 0.25), (8, 0.50, 0.40)]
+    assert quick_full_gap(pairs) == (
+        "quick vs full pass@2 on 3 checkpoint(s): mean |quick - full| 6.7 points, mean quick - full +3.3, "
+        "largest +10.0 at epoch 8"
+    )
+    assert quick_full_gap([]) == "quick vs full pass@2: no checkpoint has both"
