@@ -58,6 +58,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _add_doctor(stages: argparse._SubParsersAction) -> None:
+    from arcpipe.gpus import GPUS
+
     doctor = stages.add_parser(
         "doctor", help="can this machine run these runs: versions, GPUs, code paths, a real step, what fits"
     )
@@ -68,13 +70,20 @@ def _add_doctor(stages: argparse._SubParsersAction) -> None:
     doctor.add_argument("--run", action="append", help="a run to check (repeatable); default: every full run")
     doctor.add_argument("--results", type=Path, default=Path("results"), help="where built datasets are")
     doctor.add_argument("--no-steps", action="store_true", help="skip the measured training and evaluation steps")
+    doctor.add_argument(
+        "--gpu",
+        action="append",
+        choices=list(GPUS),
+        help="plan each run on this GPU without it (repeatable): largest micro-batch by the memory model, "
+        "accumulation, assumed examples/s",
+    )
     doctor.set_defaults(handler=_doctor)
 
 
 def _doctor(args: argparse.Namespace) -> int:
     from arcpipe.doctor.report import doctor
 
-    return doctor(args.config, args.run, args.results, measure=not args.no_steps)
+    return doctor(args.config, args.run, args.results, measure=not args.no_steps, gpus=args.gpu)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -307,8 +316,24 @@ def _config_check(args: argparse.Namespace) -> int:
         print(forecast_header(cfg.report.gpu_hour_price, args.results))
         for name, forecast in forecast_runs(cfg, args.results).items():
             print(f"  {forecast_line(name, forecast)}")
+        _memory_warnings(cfg, args.results)
     print(f"{args.config}: ok ({len(cfg.datasets)} datasets, {len(cfg.runs)} runs)")
     return 0
+
+
+def _memory_warnings(cfg, results: Path) -> None:  # noqa: ANN001
+    """A warning per GPU run whose micro-batch will not fit its GPU by the memory model (arcpipe.doctor.memory)."""
+    from arcpipe.doctor.measure import puzzle_identifiers
+    from arcpipe.doctor.memory import fit_problem, run_memory
+    from arcpipe.gpus import DEFAULT_GPU
+
+    for name, run in cfg.runs.items():
+        if run.uses_gpus:
+            problem = fit_problem(
+                name, run, run_memory(run, puzzle_identifiers(cfg, run, results)[0]), run.gpu or DEFAULT_GPU
+            )
+            if problem:
+                print(f"warning: {problem}")
 
 
 def _config_schema(args: argparse.Namespace) -> int:

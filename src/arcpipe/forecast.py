@@ -28,7 +28,12 @@ from typing import TYPE_CHECKING, Any
 
 from arcpipe.config import ArckitSource, KaggleSource, Source
 from arcpipe.config.arch import make_arch_config
-from arcpipe.gpus import DEFAULT_GPU, GPUS, doctor_record_path, record_shape
+
+# the assumed MFU (TRM README's ~3 days on 4 x H100) and the throughput from it live with `arcpipe doctor --gpu`
+from arcpipe.doctor.memory import ASSUMED_MFU as ASSUMED_MFU
+from arcpipe.doctor.memory import MFU_SOURCE as MFU_SOURCE
+from arcpipe.doctor.memory import assumed_throughput as assumed_rows_per_s
+from arcpipe.gpus import DEFAULT_GPU, doctor_record_path, record_shape
 from arcpipe.models.flops import eval_flops_per_step, eval_steps, train_flops_per_example
 from arcpipe.train.schedule import total_steps
 
@@ -38,13 +43,6 @@ if TYPE_CHECKING:
     from arcpipe.config import DatasetConfig, RunConfig, WorkflowConfig
 
 SEQ_LEN, VOCAB = 900, 12  # every arcpipe dataset: a 30 x 30 canvas; PAD, EOS and 10 colours
-
-# TRM's README: trm-arc2 (722,098 steps of 768 rows, upstream.md 1.11 and 6) took about 3 days on 4 x H100. At
-# 3.98e11 FLOPs per row-step (trm/arc, models.flops) that is 2.2e20 FLOPs in 4 x 72 h at 989 TFLOP/s: 21.5% of the
-# bf16 peak. Upstream's 3 days include its 10 evaluations (3% more FLOPs), and the README gives the same 3 days for
-# ARC-AGI-1's 518,226 steps (15.5%): a forecast from it can be that much short, never padded.
-ASSUMED_MFU = 0.215
-MFU_SOURCE = "TRM README's ~3 days on 4 x H100 for trm-arc2"
 
 # upstream's subsets (upstream.md 1.1): tasks, and test inputs of those tasks
 SUBSETS = {
@@ -163,12 +161,10 @@ def forecast_run(cfg: WorkflowConfig, name: str, data: DataSize, measured: Throu
 
 
 def assumed_throughput(gpu: str, train_row_flops: float, eval_row_flops: float) -> Throughput:
-    """The GPU's bf16 peak x ASSUMED_MFU, as rows per second for training and evaluation."""
-    flops = GPUS[gpu].bf16_flops * ASSUMED_MFU
-    source = (
-        f"assumed: {gpu} bf16 peak {GPUS[gpu].bf16_flops / 1e12:.0f} TFLOP/s x MFU {ASSUMED_MFU:.1%} from {MFU_SOURCE}"
-    )
-    return Throughput(flops / train_row_flops, flops / eval_row_flops, source, measured=False)
+    """The GPU's bf16 peak x ASSUMED_MFU, as rows per second for training and evaluation (`arcpipe doctor --gpu`
+    prints the same figures: arcpipe.doctor.memory.assumed_throughput)."""
+    train, evaluation, source = assumed_rows_per_s(gpu, train_row_flops, eval_row_flops)
+    return Throughput(train, evaluation, source, measured=False)
 
 
 def data_size(name: str, dataset: DatasetConfig, results: Path) -> DataSize:

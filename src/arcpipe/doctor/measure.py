@@ -28,7 +28,9 @@ def puzzle_identifiers(cfg: WorkflowConfig, run: RunConfig, results: Path) -> tu
 
     meta = results / "data" / run.dataset / "train" / "dataset.json"
     if meta.is_file():
-        return int(json.loads(meta.read_text())["num_puzzle_identifiers"]), ""
+        ids = json.loads(meta.read_text()).get("num_puzzle_identifiers")
+        if ids is not None:
+            return int(ids), ""
     dataset = cfg.datasets[run.dataset]
     per_source = dataset.max_puzzles or 1000  # ARC subsets hold 100-1000 puzzles
     return 1 + len(dataset.sources) * per_source * (dataset.num_aug + 1), ", estimated: dataset not built"

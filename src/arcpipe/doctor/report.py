@@ -9,7 +9,7 @@ from typing import Any
 
 from arcpipe.config import ArcpipeError, WorkflowConfig, read_config_yaml, validate_config
 from arcpipe.doctor.machine import environment, machine_rows
-from arcpipe.doctor.run import check_run
+from arcpipe.doctor.run import check_run, plan_run
 
 
 def load_configs(paths: Iterable[Path]) -> WorkflowConfig:
@@ -23,20 +23,28 @@ def load_configs(paths: Iterable[Path]) -> WorkflowConfig:
     return validate_config(merged, " + ".join(map(str, paths)))
 
 
-def doctor(config_paths: list[Path], runs: list[str] | None, results: Path, measure: bool = True) -> int:
+def doctor(
+    config_paths: list[Path], runs: list[str] | None, results: Path, measure: bool = True, gpus: list[str] | None = None
+) -> int:
     cfg = load_configs(config_paths)
     names = runs or cfg.runs_for("full")
     unknown = [n for n in names if n not in cfg.runs]
     if unknown:
         raise ArcpipeError(f"--run {', '.join(unknown)}: no such run (runs: {', '.join(sorted(cfg.runs))})")
+    if gpus:  # planned on named GPUs by the memory model; this machine is not checked
+        return _report([plan_run(cfg, name, results, gpus) for name in names], f"run(s) fit {', '.join(gpus)}")
     env = environment()
     print(f"arcpipe doctor on {env['host']}")
     for label, value in machine_rows(env):
         print(f"  {label:<18} {value}")
-    problems = []
-    for name in names:
-        check = check_run(cfg, name, env, results, measure)
-        print(f"run {name}")
+    return _report((check_run(cfg, name, env, results, measure) for name in names), "run(s) can run here")
+
+
+def _report(checks: Iterable[Any], ok: str) -> int:
+    problems, count = [], 0
+    for check in checks:
+        count += 1
+        print(f"run {check.name}")
         for label, value in check.rows:
             print(f"  {label:<18} {value}")
         problems += check.problems
@@ -45,5 +53,5 @@ def doctor(config_paths: list[Path], runs: list[str] | None, results: Path, meas
         for problem in problems:
             print(f"arcpipe: error: {problem}")
         return 1
-    print(f"ok: {len(names)} run(s) can run here")
+    print(f"ok: {count} {ok}")
     return 0

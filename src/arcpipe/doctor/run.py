@@ -10,6 +10,8 @@ from typing import Any
 from arcpipe.config import WorkflowConfig
 from arcpipe.doctor.backends import backends, compile_check, first_calls
 from arcpipe.doctor.measure import (
+    ARC_SEQ_LEN,
+    ARC_VOCAB,
     OutOfMemory,
     eval_figures,
     fitting_micro_batch,
@@ -17,6 +19,7 @@ from arcpipe.doctor.measure import (
     puzzle_identifiers,
     step_figures,
 )
+from arcpipe.doctor.memory import CONTEXT_BYTES, MARGIN, assumed_throughput, fit_problem, gpu_plan, run_memory
 from arcpipe.doctor.shm import shm_need_mb, shm_problem
 
 
@@ -97,6 +100,13 @@ def check_run(cfg: WorkflowConfig, name: str, env: dict[str, Any], results: Path
              f"at micro-batch {run.micro_batch} ({paths['dtype']}, eager, {ids:,} puzzle ids{ids_note})")
         )  # fmt: skip
         check.figures["train"] = train
+        if device.type == "cuda":  # the true peak beside the memory model's, so that the model can be corrected
+            model = run_memory(run, ids).peak_bytes(run.micro_batch) / 2**30
+            check.figures["train"]["model_peak_gb"] = model
+            check.rows.append(
+                ("memory model", f"{model:.2f} GB at micro-batch {run.micro_batch}; measured {train['peak_gb']:.2f} "
+                 f"GB, measured/model {train['peak_gb'] / model:.2f}")
+            )  # fmt: skip
     except OutOfMemory:
         train = None
         check.rows.append(("train step", f"out of memory at micro-batch {run.micro_batch}"))
@@ -129,6 +139,52 @@ def check_run(cfg: WorkflowConfig, name: str, env: dict[str, Any], results: Path
             f"run {name}: micro-batch {run.micro_batch} does not fit this GPU (at most {fit}); "
             f"set runs.{name}.micro_batch_size: {suggestion}"
         )
+    return check
+
+
+def plan_run(cfg: WorkflowConfig, name: str, results: Path, gpus: list[str]) -> RunCheck:
+    """`arcpipe doctor --gpu`: on each named GPU, without it, by the memory model (arcpipe.doctor.memory): the
+    largest micro-batch that fits the run with the margin, the micro_batch_size and accumulation that keep its
+    global batch, and the assumed examples/s (the forecast's figure when no doctor record exists)."""
+    from arcpipe.config.arch import make_arch_config
+    from arcpipe.models.flops import eval_flops_per_step, train_flops_per_example
+
+    run = cfg.runs[name]
+    check = RunCheck(name)
+    ids, ids_note = puzzle_identifiers(cfg, run, results)
+    memory = run_memory(run, ids)
+    per_device = run.global_batch_size // max(run.num_devices, 1)
+    check.rows.append(
+        ("shape", f"{run.arch}/{run.preset}, {run.num_devices} device(s), global batch {run.global_batch_size} "
+         f"({per_device} per device), micro-batch {run.micro_batch}, {ids:,} puzzle ids{ids_note}")
+    )  # fmt: skip
+    check.rows.append(
+        ("memory model", f"{memory.fixed_bytes / 2**30:.2f} GiB fixed + {memory.per_example_bytes / 2**20:.1f} MiB "
+         f"per example (bf16 forward, {run.optimizer}{', EMA' if run.ema else ''}); fits with peak x "
+         f"{1 + MARGIN:.2f} + {CONTEXT_BYTES / 2**30:.1f} GiB")
+    )  # fmt: skip
+    arch = make_arch_config(run.arch, run.preset, run.arch_overrides)
+    train_row = train_flops_per_example(arch, ARC_SEQ_LEN, ARC_VOCAB).total
+    eval_row = eval_flops_per_step(arch, ARC_SEQ_LEN, ARC_VOCAB).total
+    plans = {}
+    for gpu in gpus:
+        plan = gpu_plan(memory, gpu, per_device)
+        train_rate, _, _ = assumed_throughput(gpu, train_row, eval_row)
+        plans[gpu] = {**plan.__dict__, "train_examples_per_s": train_rate}
+        if not plan.micro_batch:
+            check.rows.append((gpu, "not even a micro-batch of 1 fits"))
+            check.problems.append(f"run {name}: not even a micro-batch of 1 fits {gpu}")
+            continue
+        check.rows.append(
+            (gpu, f"largest micro-batch {plan.largest}; micro_batch_size {plan.micro_batch} x {plan.accumulation} "
+             f"accumulation = {per_device} per device (peak {plan.peak_bytes / 1e9:.1f} of "
+             f"{plan.capacity_bytes / 1e9:.0f} GB); {train_rate:,.0f} train examples/s assumed")
+        )  # fmt: skip
+        problem = fit_problem(name, run, memory, gpu)
+        if problem:
+            check.problems.append(problem)
+    check.figures["memory"] = {"fixed_bytes": memory.fixed_bytes, "per_example_bytes": memory.per_example_bytes}
+    check.figures["plans"] = plans
     return check
 
 
