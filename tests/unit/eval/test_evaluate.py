@@ -47,6 +47,7 @@ def test_evaluation_writes_all_files_with_model_metrics(checkpoint, tiny_dataset
     assert [len(v) for v in submission.values()] == [len(t["test"]) for t in test_puzzles.values()]
 
 
+@pytest.mark.numeric
 def test_pass_at_k_after_the_last_act_step_is_the_evaluations_pass_at_k(tiny_dataset, tiny_checkpoint, tmp_path):
     # an untrained q_head gives every row the same q_halt (weights 0, bias -5): random weights, so that mean q
     # ranks the candidates, which each have one vote here
@@ -139,6 +140,7 @@ def test_two_gloo_processes_give_the_same_results_as_one(checkpoint, tiny_datase
         np.testing.assert_allclose(a["q_sum"], b["q_sum"], rtol=1e-6)
 
 
+@pytest.mark.numeric
 def test_predict_from_challenges_matches_evaluating_the_built_test_split(checkpoint, tiny_dataset, tmp_path):
     # test_puzzles.json is a challenges file with the solutions inside; the views are the checkpoint's identifiers
     metrics = evaluate_checkpoint(checkpoint, tiny_dataset, tmp_path / "eval", CONFIG, device="cpu")
@@ -195,6 +197,7 @@ def test_predict_refuses_malformed_challenge_grids(checkpoint, tiny_dataset, tmp
         predict_challenges(challenges, checkpoint, tiny_dataset / "identifiers.json", tmp_path / "s.json")
 
 
+@pytest.mark.numeric
 def test_the_blank_id_control_is_a_second_pass_with_every_puzzle_embedding_blank(
     tiny_dataset, tiny_checkpoint, tmp_path
 ):

@@ -130,6 +130,7 @@ def test_config_is_frozen() -> None:
         cfg.hidden_size = 8  # type: ignore[misc]
 
 
+@pytest.mark.numeric
 @pytest.mark.parametrize(
     "backend",
     [

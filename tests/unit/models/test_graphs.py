@@ -145,6 +145,7 @@ def test_steps_are_one_graph_without_break(arch: str) -> None:
     torch._dynamo.reset()
 
 
+@pytest.mark.numeric
 @pytest.mark.parametrize("arch", ARCHS)
 def test_training_step_compiles_once_and_matches_eager(arch: str) -> None:
     torch._dynamo.reset()
@@ -176,6 +177,7 @@ def test_training_step_compiles_once_and_matches_eager(arch: str) -> None:
     torch._dynamo.reset()
 
 
+@pytest.mark.numeric
 @pytest.mark.parametrize("arch", ARCHS)
 def test_evaluation_step_compiles_once_and_matches_eager(arch: str) -> None:
     torch._dynamo.reset()
@@ -255,6 +257,7 @@ def _old_predictions(head, inputs, labels, ids, rows, batch_size):  # type: igno
     return np.concatenate(preds), np.concatenate(q_halt), steps
 
 
+@pytest.mark.numeric
 @pytest.mark.parametrize("arch", ARCHS)
 def test_evaluation_runs_exactly_halt_max_steps_as_the_old_loop(arch: str) -> None:
     head = tiny_head(arch, batch_size=B, seq_len=L)

@@ -63,6 +63,7 @@ def test_arc_preset_state_dict_equals_upstream_layout(arch: str) -> None:
     assert count_parameters(head) == expected["parameters"]
 
 
+@pytest.mark.numeric
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_outputs_and_gradients_equal_upstream_golden(variant: str) -> None:
     golden = _load(variant)
@@ -94,6 +95,7 @@ def test_outputs_and_gradients_equal_upstream_golden(variant: str) -> None:
         _assert_close(grads[name], want_grad, t, f"{variant} gradient of {name}")
 
 
+@pytest.mark.numeric
 @pytest.mark.parametrize("conv_dtype", ["bfloat16", "forward"])
 def test_urm_conv_equals_upstream_conv(conv_dtype: str) -> None:
     # upstream's ConvSwiGLU called once on a float64 hidden state: bf16 as upstream by default, and with
@@ -109,6 +111,7 @@ def test_urm_conv_equals_upstream_conv(conv_dtype: str) -> None:
         _assert_close(got, probe["output"], FLOAT64, "conv_dtype=forward")
 
 
+@pytest.mark.numeric
 def test_urm_conv_probe_tells_the_conv_dtypes_apart() -> None:
     golden = _load("urm")
     probe = golden["conv_probe"]

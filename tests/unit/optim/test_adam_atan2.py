@@ -43,6 +43,7 @@ def _assert_same(a: torch.optim.Optimizer, pa: list, b: torch.optim.Optimizer, p
             assert torch.equal(a.state[x][key], b.state[y][key]), (x.shape, key)
 
 
+@pytest.mark.numeric
 def test_foreach_path_is_bitwise_the_per_parameter_loop() -> None:
     old_params, new_params = _params(), _params()
     old = PerParameterAdamATan2(old_params, lr=1e-3, betas=(0.9, 0.95), weight_decay=0.1)
@@ -54,6 +55,7 @@ def test_foreach_path_is_bitwise_the_per_parameter_loop() -> None:
     assert float(new.state[new_params[3]]["step"]) == 26 and float(new.state[new_params[0]]["step"]) == 40
 
 
+@pytest.mark.numeric
 def test_bias_corrections_on_the_device_equal_pythons_float64_in_fp32() -> None:
     # the per-parameter loop computed these on the host: lr / (1 - beta1**t) and sqrt(1 - beta2**t) in Python
     # floats, then fp32; here pow runs in torch's float64, which can differ from libm's in the last bit
@@ -65,6 +67,7 @@ def test_bias_corrections_on_the_device_equal_pythons_float64_in_fp32() -> None:
         assert torch.equal(step_size, host_step_size) and torch.equal(bc2_sqrt, host_bc2_sqrt), (lr, beta1, beta2)
 
 
+@pytest.mark.numeric
 def test_state_dict_keys_and_an_old_optimizer_state_continue_bitwise() -> None:
     # a state file written before the rewrite (same keys) resumes into the new path, through torch.save/load
     old_params, new_params = _params(), _params()
@@ -85,6 +88,7 @@ def test_state_dict_keys_and_an_old_optimizer_state_continue_bitwise() -> None:
     _assert_same(old, old_params, new, new_params)
 
 
+@pytest.mark.numeric
 def test_saved_and_reloaded_mid_run_ends_as_a_straight_run() -> None:
     straight_params, resumed_params = _params(), _params()
     straight = AdamATan2(straight_params, lr=1e-3, compile=False)

@@ -16,6 +16,8 @@ from arcpipe.models.sparse_embedding import SparseEmbedding  # noqa: E402
 from arcpipe.optim import EMA, AdamATan2, Muon, SparseSignSGD, make_optimizers  # noqa: E402
 from arcpipe.optim.muon import orthogonalize  # noqa: E402
 
+pytestmark = pytest.mark.numeric  # every test here checks an optimizer's numbers
+
 
 def _reference_adam_atan2(p, grads, lr, betas, wd):  # the formula of adam-atan2 0.0.3, in float64
     b1, b2 = betas
