@@ -2,8 +2,9 @@
 missing input Snakemake would re-make, a changed training config or changed evaluation settings, every checkpoint
 is still on disk, byte for byte; only `arcpipe runs archive` moves them, and then the run trains anew.
 
-One smoke run (module fixture); the scenarios run in order on it, each checking every checkpoint's bytes. First,
-while it is as the uninterrupted run left it, it is the reference of a run killed at every stage.
+One smoke run (a copy of the session's shared one, tests/workflow/conftest.py); the scenarios run in order on it,
+each checking every checkpoint's bytes. First, while it is as the uninterrupted run left it, it is the reference of
+a run killed at every stage.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -40,12 +42,18 @@ def digests(work: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def smoke(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
-    work = tmp_path_factory.mktemp("keep")
-    for name in ("Snakefile", "rules", "config", "workflow", "profiles", "envs"):
-        (shutil.copytree if (ROOT / name).is_dir() else shutil.copy2)(ROOT / name, work / name)
-    done = snakemake(work, "smoke")
+def smoke(smoke_run, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """A copy of the session's `snakemake smoke` (tests/workflow/conftest.py: the repository's config, as here)
+    with the workflow copied beside it; the scenarios change this copy, never the shared run."""
+    shared, done, _, _ = smoke_run
     assert done.returncode == 0, done.stderr[-4000:]
+    work = tmp_path_factory.mktemp("keep") / "work"
+    shutil.copytree(shared, work, symlinks=True)
+    for name in ("Snakefile", "rules", "config", "workflow", "profiles", "envs"):
+        copy = partial(shutil.copytree, dirs_exist_ok=True) if (ROOT / name).is_dir() else shutil.copy2
+        copy(ROOT / name, work / name)
+    plan = snakemake(work, "-n", "smoke")  # the copy is a finished run: nothing to do, nothing to retrain
+    assert plan.returncode == 0 and "Nothing to be done" in plan.stdout + plan.stderr, plan.stdout + plan.stderr
     kept = digests(work)
     assert len(kept) == 2, kept
     return work, kept

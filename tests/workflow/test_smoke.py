@@ -7,37 +7,16 @@ mode and a sentinel WANDB_API_KEY that must not appear in any file the run creat
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
+from smoke_workdir import ROOT, SENTINEL
+from smoke_workdir import smoke_snakemake as _snakemake
+from smoke_workdir import smoke_workdir as _workdir
 
 from arcpipe.report.load import read_train_curves
 from arcpipe.report.tables import N_STEPS, accuracy_curves, learning_table
-
-ROOT = Path(__file__).resolve().parents[2]
-SENTINEL = "arcpipe-sentinel-" + "0123456789abcdef" * 2
-BIN = Path(sys.executable).parent
-
-
-def _snakemake(workdir: Path, *args: str, env: dict | None = None, timeout: int = 900) -> subprocess.CompletedProcess:
-    cmd = [str(BIN / "snakemake"), "-s", str(ROOT / "Snakefile"), "--directory", str(workdir), *args]
-    full_env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", **(env or {})}
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full_env)
-
-
-def _workdir(tmp: Path, config: dict | None = None) -> Path:
-    (tmp / "config").mkdir(parents=True)
-    shutil.copy(ROOT / "config/schema.json", tmp / "config/schema.json")
-    raw = config or yaml.safe_load((ROOT / "config/config.yaml").read_text())
-    (tmp / "config/config.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
-    return tmp
 
 
 def test_dry_run_of_full_plans_every_segment_without_touching_data(tmp_path):
@@ -52,15 +31,7 @@ def test_dry_run_of_full_plans_every_segment_without_touching_data(tmp_path):
     assert not (work / "results").exists()
 
 
-@pytest.fixture(scope="module")
-def smoke_run(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess, float, list[Path]]:
-    work = _workdir(tmp_path_factory.mktemp("smoke"))
-    home = tmp_path_factory.mktemp("home")
-    tmpdir = tmp_path_factory.mktemp("tmpdir")
-    env = {"WANDB_API_KEY": SENTINEL, "WANDB_MODE": "offline", "HOME": str(home), "TMPDIR": str(tmpdir)}
-    started = time.monotonic()
-    proc = _snakemake(work, "smoke", env=env)
-    return work, proc, time.monotonic() - started, [work, home, tmpdir]
+# smoke_run: the session's shared `snakemake smoke` (tests/workflow/conftest.py)
 
 
 def test_smoke_runs_end_to_end(smoke_run):
