@@ -327,10 +327,11 @@ def _memory_warnings(cfg, results: Path) -> None:  # noqa: ANN001
     from arcpipe.doctor.memory import fit_problem, run_memory
     from arcpipe.gpus import DEFAULT_GPU
 
+    CACHE = results / ".cache/memory.json"  # noqa: N806  (figures the shipped table lacks, computed once)
     for name, run in cfg.runs.items():
         if run.uses_gpus:
             problem = fit_problem(
-                name, run, run_memory(run, puzzle_identifiers(cfg, run, results)[0]), run.gpu or DEFAULT_GPU
+                name, run, run_memory(run, puzzle_identifiers(cfg, run, results)[0], CACHE), run.gpu or DEFAULT_GPU
             )
             if problem:
                 print(f"warning: {problem}")

@@ -1,11 +1,16 @@
 """The memory model (arcpipe.doctor.memory): its figure against the CPU allocator's measured peak of the same step
 at the tiny presets, and the `--gpu` arithmetic on hand-computed cases."""
 
+import json
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
+from arcpipe.config import load_config
 from arcpipe.config.arch import make_arch_config
+from arcpipe.doctor import memory
+from arcpipe.doctor.measure import puzzle_identifiers
 from arcpipe.doctor.memory import (
     CONTEXT_BYTES,
     MARGIN,
@@ -20,6 +25,8 @@ from arcpipe.forecast import assumed_throughput as forecast_throughput
 from arcpipe.gpus import GPUS
 
 GB = 1e9
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("arch", ["trm", "hrm", "urm", "transformer"])
@@ -71,3 +78,17 @@ def test_forecast_and_doctor_share_the_assumed_throughput() -> None:
     forecast = forecast_throughput("H100-80GB", 4e11, 1e11)
     assert (forecast.train_examples_per_s, forecast.eval_examples_per_s, forecast.source) == (train, evaluation, source)
     assert train == pytest.approx(GPUS["H100-80GB"].bf16_flops * 0.215 / 4e11)
+
+
+def test_every_gpu_run_of_the_shipped_config_has_its_memory_in_the_shipped_table(tmp_path):
+    """`arcpipe config check` reads the shipped table (seconds) instead of a fake-tensor pass per run (minutes); a
+    preset, a shipped run or torch's minor version that changes without `python -m arcpipe.doctor.memory
+    --write-table` fails here."""
+    cfg = load_config(ROOT / "config/config.yaml")
+    table = json.loads(memory.TABLE.read_text())
+    for name, run in cfg.runs.items():
+        if run.uses_gpus:
+            key = memory.memory_key(run, puzzle_identifiers(cfg, run, tmp_path / "results")[0])
+            assert key in table, f"{name}: {key} missing: python -m arcpipe.doctor.memory --write-table"
+            cached = memory.run_memory(run, puzzle_identifiers(cfg, run, tmp_path / "results")[0])
+            assert cached.per_example_bytes == table[key]["per_example_bytes"] > 0

@@ -34,12 +34,15 @@ from __future__ import annotations
 import functools
 import json
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
+from arcpipe.files import atomic_write_many
 from arcpipe.gpus import GPUS
 
 MARGIN = 0.10  # over the model's peak: the model is within 15% of the measured one, typically 0-7% under
 CONTEXT_BYTES = 1.5 * 2**30  # CUDA context, cuBLAS and attention workspaces, allocator fragmentation
+TABLE = Path(__file__).with_name("memory_table.json")  # run_memory's shipped figures
 ARC_SEQ_LEN, ARC_VOCAB = 900, 12  # every arcpipe dataset: 30 x 30 canvas, PAD EOS and 10 colours
 
 # TRM's README: trm-arc2 (722,098 steps of 768 rows, upstream.md 1.11 and 6) took about 3 days on 4 x H100. At
@@ -130,9 +133,19 @@ def fit_problem(name: str, run: Any, memory: StepMemory, gpu: str) -> str | None
     )
 
 
-def run_memory(run: Any, num_puzzle_identifiers: int) -> StepMemory:
-    """`step_memory` of a RunConfig: its arch, preset and overrides, optimizer and EMA."""
-    return step_memory_cached(
+def run_memory(run: Any, num_puzzle_identifiers: int, cache: Path | None = None) -> StepMemory:
+    """`step_memory` of a RunConfig: its arch, preset and overrides, optimizer and EMA.
+
+    The fake-tensor pass takes 10-30 s per published preset on a CPU, too long for `arcpipe config check`: its
+    figures are looked up first in TABLE (shipped: the runs of config/config.yaml, written by
+    `python -m arcpipe.doctor.memory --write-table`), then in `cache` (a JSON file, e.g. results/.cache/memory.json,
+    where a computed figure is kept for the next call), and computed only when neither has them.
+    """
+    key = memory_key(run, num_puzzle_identifiers)
+    known = {**_table(TABLE), **(_table(cache) if cache else {})}
+    if key in known:
+        return _from_dict(known[key])
+    memory = step_memory_cached(
         run.arch,
         run.preset,
         json.dumps(run.arch_overrides, sort_keys=True),
@@ -140,6 +153,18 @@ def run_memory(run: Any, num_puzzle_identifiers: int) -> StepMemory:
         run.optimizer,
         run.ema,
     )
+    if cache is not None:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_many(cache.parent, {cache.name: _dump({**_table(cache), key: memory_dict(memory)})})
+    return memory
+
+
+def memory_key(run: Any, num_puzzle_identifiers: int) -> str:
+    """What a step's memory depends on, as one string: arch, preset, overrides, puzzle ids, optimizer, EMA, torch."""
+    import torch
+
+    fields = [run.arch, run.preset, run.arch_overrides, num_puzzle_identifiers, run.optimizer, run.ema]
+    return json.dumps([*fields, ".".join(torch.__version__.split(".")[:2])], sort_keys=True)
 
 
 @functools.lru_cache(maxsize=64)
@@ -148,6 +173,40 @@ def step_memory_cached(arch: str, preset: str, overrides_json: str, ids: int, op
 
     arch_cfg = make_arch_config(arch, preset, json.loads(overrides_json))
     return step_memory(arch_cfg, num_puzzle_identifiers=ids, optimizer=optimizer, ema=ema)
+
+
+def write_table(config: Path, results: Path = Path("results")) -> dict[str, Any]:
+    """TABLE for every GPU run of a config (computed afresh, a minute or two): what `--write-table` ships."""
+    from arcpipe.config import load_config
+    from arcpipe.doctor.measure import puzzle_identifiers
+
+    cfg = load_config(config)
+    table = {}
+    for run in cfg.runs.values():
+        if run.uses_gpus:
+            ids = puzzle_identifiers(cfg, run, results)[0]
+            table[memory_key(run, ids)] = memory_dict(
+                step_memory_cached(
+                    run.arch, run.preset, json.dumps(run.arch_overrides, sort_keys=True), ids, run.optimizer, run.ema
+                )
+            )
+    TABLE.write_bytes(_dump(table))
+    return table
+
+
+def _table(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        return {}
+
+
+def _dump(table: dict[str, Any]) -> bytes:
+    return (json.dumps(table, indent=1, sort_keys=True) + "\n").encode()
+
+
+def _from_dict(data: dict[str, Any]) -> StepMemory:
+    return StepMemory(**{**data, "parts": tuple(tuple(part) for part in data.get("parts", ()))})
 
 
 def step_memory(
@@ -307,3 +366,13 @@ def measured_peak(
 
 def memory_dict(memory: StepMemory) -> dict[str, Any]:
     return asdict(memory)
+
+
+if __name__ == "__main__":
+    # python -m arcpipe.doctor.memory --write-table [CONFIG]: refresh TABLE after a preset or a shipped run changes
+    import sys
+
+    if sys.argv[1:2] != ["--write-table"]:
+        raise SystemExit("usage: python -m arcpipe.doctor.memory --write-table [config/config.yaml]")
+    written = write_table(Path(sys.argv[2] if len(sys.argv) > 2 else "config/config.yaml"))
+    print(f"{TABLE}: {len(written)} entries")
