@@ -70,9 +70,8 @@ def render_workflow_report(
     comparison = comparison_table(inputs.evals, runs, main_k)
     written += _write_report(out_dir, inputs, runs, main_k, comparison)
     hours = hours_spent(inputs.evals, inputs.train[STEP_TIME])
-    summary = summary_table(
-        cfg, runs, comparison, selection, hours, forecast_table(cfg, RESULTS), _statuses(cfg, comparison)
-    )
+    forecast, statuses, stops = forecast_table(cfg, RESULTS), _statuses(cfg, comparison), _stops(cfg, comparison)
+    summary = summary_table(cfg, runs, comparison, selection, hours, forecast, statuses, stops)
     return written + write_summary(out_dir, cfg, summary)
 
 
@@ -157,6 +156,9 @@ def write_summary(out_dir: Path, cfg: WorkflowConfig, table: pd.DataFrame) -> li
         "forecast GPU-h: what `arcpipe config check` forecast for the whole run before it started (arcpipe.forecast: "
         "steps and FLOPs from the config, throughput from an `arcpipe doctor` record on the run's GPU or the "
         "stated assumption; summary.csv's throughput_source says which).",
+        "status: how a run ended when its scores do not say it: `not started: gate ...` (a gate fell short: "
+        "results/gates/), `stopped at epoch E of P: ...` (its stop rule fired: results/runs/<run>/decisions/); saved "
+        "GPU-h: what the epochs a stop rule skipped would have cost at the rate of the trained ones.",
     ]
     shown = compact(table, main)
     write_table(table, out_dir / "summary.csv", out_dir / "summary.md", "Results summary", notes, shown)
@@ -171,6 +173,22 @@ def _statuses(cfg: WorkflowConfig, comparison: pd.DataFrame) -> dict[str, str]:
     reported = set(comparison["run"]) if len(comparison) else set()
     gated = [name for name, run in cfg.runs.items() if run.gate is not None and run.gate.run in reported]
     return {name: status for name in gated if (status := gate_status(RESULTS, name))}
+
+
+def _stops(cfg: WorkflowConfig, comparison: pd.DataFrame) -> dict[str, dict[str, Any]]:
+    # each reported run a stop rule ended: its first decision record that says stop (decide_boundary rewrites the
+    # records when the rule changes, so a raised patience that let the run continue leaves none)
+    stopped = {}
+    for name in set(comparison["run"]) if len(comparison) else ():
+        if name not in cfg.runs or cfg.runs[name].stop is None:
+            continue
+        records = (RESULTS / "runs" / name / "decisions").glob("epoch_*.json")
+        for path in sorted(records, key=lambda p: int(p.stem.removeprefix("epoch_"))):
+            record = json.loads(path.read_text())
+            if record["stop"]:
+                stopped[name] = record
+                break
+    return stopped
 
 
 def _write_report(

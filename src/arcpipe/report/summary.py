@@ -52,11 +52,14 @@ def summary_table(
     hours: pd.DataFrame,
     forecast: pd.DataFrame | None = None,
     statuses: Mapping[str, str] | None = None,
+    stops: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> pd.DataFrame:
     """One row per evaluated run (comparison's rows): see the module docstring for what each number is. forecast:
     arcpipe.forecast.forecast_table's rows (joined on `run`), put beside what was spent. statuses: a word on how a
     run ended that its scores do not say (`not started: gate ...`); a run with a status and no evaluation gets a row
-    of its own, with its forecast and nothing spent."""
+    of its own, with its forecast and nothing spent. stops: the decision record (arcpipe.stopping) of each run a
+    stop rule ended early: its status says at which epoch and why, and saved_gpu_hours what the skipped epochs
+    would have cost at the rate of the trained ones."""
     main = f"pass@{cfg.report.main_k}"
     price = cfg.report.gpu_hour_price
     rows = []
@@ -106,7 +109,8 @@ def summary_table(
             "cost": gpu_hours * price,
         }
         rows.append(row)
-    statuses = statuses or {}
+    stops = stops or {}
+    statuses = {**(statuses or {}), **{run: "stopped " + r["reason"].removeprefix("stop ") for run, r in stops.items()}}
     for run in sorted(set(statuses) - {row["run"] for row in rows}):
         info, config = runs.get(run), cfg.runs.get(run)
         rows.append(
@@ -125,6 +129,11 @@ def summary_table(
     table = pd.DataFrame(rows)
     if statuses and len(table):
         table["status"] = [statuses.get(run, "") for run in table["run"]]
+    if stops and len(table):
+        table["saved_gpu_hours"] = [
+            gpu_hours * stops[run]["skipped_epochs"] / stops[run]["epoch"] if run in stops else 0.0
+            for run, gpu_hours in zip(table["run"], table["gpu_hours"], strict=True)
+        ]
     if forecast is not None and len(table):
         planned = forecast[["run", "forecast_gpu_hours", "forecast_cost", "throughput_source"]]
         table = table.merge(planned, on="run", how="left")
@@ -152,6 +161,7 @@ def compact(table: pd.DataFrame, main: str) -> pd.DataFrame:
                 "GPU-h": _amount(row["gpu_hours"]),
                 "cost": _amount(row["cost"]),
                 **({"forecast GPU-h": _amount(row["forecast_gpu_hours"])} if "forecast_gpu_hours" in row else {}),
+                **({"saved GPU-h": _amount(row["saved_gpu_hours"])} if "saved_gpu_hours" in row else {}),
                 **({"status": row["status"]} if "status" in row else {}),
             }
         )

@@ -14,6 +14,7 @@ from arcpipe.forecast import forecast_table
 from arcpipe.gates import check_gate, gate_status
 from arcpipe.report.render import render_workflow_report
 from arcpipe.report.selection import task_scores
+from arcpipe.stopping import Score, decide, decision_record, write_decision
 
 # (puzzle, test_index) -> (pass@1, pass@2) per epoch; task a has two test inputs. pass@2 over the tasks a, b, c, d:
 # epoch 2: .5 1 0 0 (37.5%), epoch 4: 1 0 1 0 (50%), epoch 6: .5 0 0 1 (37.5%)
@@ -137,3 +138,35 @@ def test_a_run_its_gate_stopped_has_a_row_that_says_why(tmp_path, config, monkey
     assert summary.loc["gated-run", "status"].startswith("not started: gate cpu-run pass@2 = 0.375")
     assert float(summary.loc["gated-run", "gpu_hours"]) == 0 and summary.loc["cpu-run", "status"] == ""
     assert "not started: gate" in (tmp_path / "report/summary.md").read_text()
+
+
+def test_a_run_its_stop_rule_ended_says_where_and_what_it_saved(tmp_path, config, monkeypatch):
+    """gpu-run's stop rule (target pass@2 0.5) fired at epoch 4 of 6 (arcpipe.stopping's record); the summary says so
+    and puts the skipped epoch's GPU-hours, at the trained epochs' rate, beside what was spent."""
+    monkeypatch.chdir(tmp_path)
+    config["runs"]["gpu-run"]["stop"] = {"metric": "pass@2", "target": 0.5}
+    rule = WorkflowConfig.model_validate(config).runs["gpu-run"].stop
+    for run in ("gpu-run", "cpu-run"):
+        _results(tmp_path / "results", run)
+    history = [Score(2, 0.375, "all 4 test tasks", fallback=True), Score(4, 0.5, "all 4 test tasks", fallback=True)]
+    decision = decide(history, rule, [2, 4, 6])
+    assert decision.stop and decision.epoch == 4
+    record = tmp_path / "results/runs/gpu-run/decisions/epoch_4.json"
+    record.parent.mkdir()
+    write_decision(record, decision_record(decision, "gpu-run", rule))
+    paths = [
+        p for p in sorted((tmp_path / "results/eval").glob("*/epoch_*/metrics.json")) if "gpu-run/epoch_6" not in str(p)
+    ]
+    train = [
+        p
+        for p in sorted((tmp_path / "results/runs").glob("*/metrics/*.jsonl"))
+        if "gpu-run/metrics/epoch_6" not in str(p)
+    ]
+    render_workflow_report(tmp_path / "report", config, paths, train, [])
+    summary = pd.read_csv(tmp_path / "report/summary.csv", keep_default_na=False).set_index("run")
+    assert summary.loc["gpu-run", "status"].startswith("stopped at epoch 4 of 6: pass@2 = 0.500")
+    # 2 segments of 0.1 h on 8 GPUs and 2 evaluations of 0.1 h on 1 GPU: 1.8 GPU-h for 4 epochs; 2 more skipped
+    assert float(summary.loc["gpu-run", "gpu_hours"]) == pytest.approx(1.8)
+    assert float(summary.loc["gpu-run", "saved_gpu_hours"]) == pytest.approx(1.8 * 2 / 4)
+    assert summary.loc["cpu-run", "status"] == "" and float(summary.loc["cpu-run", "saved_gpu_hours"]) == 0
+    assert "saved GPU-h" in (tmp_path / "report/summary.md").read_text()
