@@ -163,14 +163,14 @@ def _report_lines(folder: Path, summary: pd.DataFrame, accuracy: dict[str, float
     lines = [f"{main} in % of {checkpoints} (epoch), {TRAINED}, GPU-hours:"]
     width = max(len(run) for run in summary["run"])
     for row in summary.to_dict("records"):
-        if isinstance(row.get("status"), str) and row["status"]:  # e.g. not started: gate ... (no scores)
-            lines.append(f"  {row['run'].ljust(width)}  {row['status']}")
+        status = row["status"] if isinstance(row.get("status"), str) else ""
+        if status and pd.isna(row[f"last {main}"]):  # not started: gate ... (no scores)
+            lines.append(f"  {row['run'].ljust(width)}  {status}")
             continue
         last = _score(row[f"last {main}"], row["epoch"])
         chosen = _score(row[f"selected {main}"], row["selected_epoch"]) if selected else None
-        lines.append(
-            _run_line(row["run"].ljust(width), last, chosen, accuracy.get(row["run"], math.nan), row["gpu_hours"])
-        )
+        line = _run_line(row["run"].ljust(width), last, chosen, accuracy.get(row["run"], math.nan), row["gpu_hours"])
+        lines.append(line + (f"  ({status})" if status else ""))  # stopped at epoch E of P: ...
     if not selected:
         lines.append("no checkpoint selected: evaluation.selection_tasks is 0")
     target = "full" if folder.name == "full" else "report"

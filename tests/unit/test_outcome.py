@@ -221,3 +221,11 @@ def test_the_hooks_never_raise_they_say_why_there_is_no_summary(tmp_path, monkey
     err = capsys.readouterr().err.splitlines()
     assert err[0].startswith("arcpipe: no summary of the results (KeyError: 'run')")
     assert err[1].startswith("arcpipe: could not name the failed jobs (FileNotFoundError")
+
+
+def test_a_run_its_stop_rule_ended_keeps_its_scores_and_says_where_it_stopped(tmp_path):
+    outputs = _report(tmp_path, [("smoke-trm", 4, 6.25, float("nan"), float("nan"), 0.0)])
+    summary = pd.read_csv(tmp_path / "results/report/summary.csv").assign(status="stopped at epoch 4 of 8: why")
+    summary.to_csv(tmp_path / "results/report/summary.csv", index=False)
+    lines = success_lines(tmp_path, outputs, CFG)
+    assert lines[1] == "  smoke-trm  last 6.25 (4)  train acc 47.2%  GPU-h 0.00  (stopped at epoch 4 of 8: why)"
