@@ -15,7 +15,10 @@ from arcpipe.jobs import (
     slurm_partitions,
 )
 from arcpipe.driver import record_executor, register, take_over
+from arcpipe.doctor.measure import puzzle_identifiers
+from arcpipe.doctor.memory import fit_problem, known_memory
 from arcpipe.forecast import forecast_header, forecast_line, forecast_runs
+from arcpipe.gpus import DEFAULT_GPU
 from arcpipe.gates import gate_epoch, gate_status, read_record
 from arcpipe.keep import config_drift, planned_jobs, retraining
 from arcpipe.launch import job_resources
@@ -107,6 +110,16 @@ if workflow.is_main_process:
         f"arcpipe: forecast in all: {_total:,.0f} GPU-h, cost {_cost:,.0f}",
         file=sys.stderr,
     )
+    # a micro-batch that will not fit its GPU, by the memory model's shipped or cached figures (nothing computed)
+    for _run in _listed:
+        _spec = CFG.runs[_run]
+        if _spec.uses_gpus:
+            _ids = puzzle_identifiers(CFG, _spec, Path("results"))[0]
+            _memory = known_memory(_spec, _ids, Path("results/.cache/memory.json"))
+            _gpu = _spec.gpu or DEFAULT_GPU
+            _problem = _memory and fit_problem(_run, _spec, _memory, _gpu)
+            if _problem:
+                print(f"arcpipe: warning: {_problem}", file=sys.stderr)
 
 _DRIFT = config_drift(CFG)
 for _problem in _DRIFT:
@@ -148,9 +161,9 @@ def eval_config(wildcards):
     run = CFG.runs[wildcards.run]
     # ensemble_last makes jobs of its own (average_checkpoints, pool_last_votes): not a setting of this evaluation
     # selection_tasks is the report's (held-out tasks); without controls the file, and so every evaluation, is as
-    # before controls existed
+    # before controls existed; quick is the schedule's (draw_quick_tasks, schedule_full), not this evaluation's
     evaluation = CFG.evaluation.model_dump(
-        mode="json", exclude={"ensemble_last", "selection_tasks"}
+        mode="json", exclude={"ensemble_last", "selection_tasks", "quick"}
     )
     if not evaluation["controls"]:
         del evaluation["controls"]
@@ -223,16 +236,17 @@ def segment_index(wildcards):
     return int(wildcards.epoch) // CFG.runs[wildcards.run].eval_interval
 
 
-def per_boundary(target, pattern, decisions=False):
+def per_boundary(target, pattern, decisions=False, full=False):
     """`pattern` ({run}, {epoch}) at every evaluation boundary of every run of `target`, from the config alone:
     `snakemake -n full` plans with them without looking for checkpoints on disk. A gated run's files come from an
     input function of their own (`gated`): one per gate, so the plan shows every gate; so do the files of runs
     with stop rules (`stopped`), which end where the run stopped. With decisions: the decision records instead.
+    full: only where the full evaluation is due (`full_due`; every boundary without evaluation.quick).
     """
     return [
         item
         for run in CFG.runs_for(target)
-        for item in gated(run, stopped(run, pattern, decisions))
+        for item in gated(run, stopped(run, pattern, decisions, full))
     ]
 
 
@@ -348,10 +362,12 @@ def planned_epochs(name, wait=True, decisions=False):
     return decided if decisions else epochs
 
 
-def stopped(run, pattern, decisions=False):
+def stopped(run, pattern, decisions=False, full=False):
     """`pattern` ({run}, {epoch}) at the run's planned boundaries (`planned_epochs`): a list for a run without a
-    stop rule, an input function with one."""
-    if CFG.runs[run].stop is None:
+    stop rule, an input function with one. full: only those whose full evaluation is due (`full_due`), an input
+    function with evaluation.quick."""
+    scheduled = full and CFG.evaluation.quick is not None
+    if CFG.runs[run].stop is None and not scheduled:
         return [
             pattern.format(run=run, epoch=e)
             for e in planned_epochs(run, decisions=decisions)
@@ -361,6 +377,7 @@ def stopped(run, pattern, decisions=False):
         return [
             pattern.format(run=run, epoch=e)
             for e in planned_epochs(run, decisions=decisions)
+            if not scheduled or full_due(run, e)
         ]
 
     until_stop.__name__ = f"until_stop_of_{run}"
@@ -389,9 +406,11 @@ def decision_inputs(wildcards):
     run = CFG.runs[wildcards.run]
     epoch = int(wildcards.epoch)
     ends = [e for e in run.segment_ends() if e < epoch]
+    # with evaluation.quick the rule reads the quick evaluations: training waits for them only
+    metrics = QUICK if CFG.evaluation.quick is not None else FULL
     files = {
         "metrics": [
-            f"results/eval/{wildcards.run}/epoch_{e}/metrics.json"
+            metrics.format(run=wildcards.run, epoch=e)
             for e in segment_epochs(wildcards)
         ]
     }
@@ -422,6 +441,65 @@ def decision_settings(wildcards):
     }
 
 
+# Quick evaluations (evaluation.quick, arcpipe.stopping): every boundary is evaluated on a fixed subset of the test
+# tasks (draw_quick_tasks, evaluate_quick); schedule_full, a Snakemake checkpoint per boundary, decides from the quick
+# scores so far whether the full evaluation is due there. The targets and the report ask for full evaluations only
+# where their record says so. Without evaluation.quick every boundary is fully evaluated, as before.
+FULL = "results/eval/{run}/epoch_{epoch}/metrics.json"
+QUICK = "results/eval/{run}/epoch_{epoch}/quick/metrics.json"
+SCHEDULE = "results/eval/{run}/schedule/epoch_{epoch}.json"
+
+
+def full_due(name, epoch, wait=True):
+    """Whether run `name`'s full evaluation at `epoch` is due; wait: for schedule_full to decide, else read the
+    record on disk (a missing one: no). Always without evaluation.quick."""
+    if CFG.evaluation.quick is None:
+        return True
+    path = SCHEDULE.format(run=name, epoch=epoch)
+    if wait:
+        path = checkpoints.schedule_full.get(run=name, epoch=epoch).output[0]
+    elif not os.path.exists(path):
+        return False
+    with open(path) as f:
+        return json.load(f)["full"]
+
+
+def quick_settings(wildcards):
+    """draw_quick_tasks' params: the quick share, and the held-out draw it must contain (the run's dataset seed)."""
+    run = CFG.runs[wildcards.run]
+    return {
+        "schedule": CFG.evaluation.quick.model_dump(mode="json"),
+        "selection_tasks": CFG.evaluation.selection_tasks,
+        "seed": CFG.datasets[run.dataset].seed,
+    }
+
+
+def schedule_inputs(wildcards):
+    """schedule_full's inputs: the quick evaluations up to {epoch}; at a decided segment end of a run with a stop
+    rule, its decision (a stop makes this the stopping checkpoint)."""
+    run = CFG.runs[wildcards.run]
+    files = {
+        "metrics": [
+            QUICK.format(run=wildcards.run, epoch=e)
+            for e in run.boundaries()
+            if e <= int(wildcards.epoch)
+        ]
+    }
+    if run.stop is not None and int(wildcards.epoch) in run.segment_ends()[:-1]:
+        files["decision"] = DECISION.format(run=wildcards.run, epoch=wildcards.epoch)
+    return files
+
+
+def schedule_settings(wildcards):
+    run = CFG.runs[wildcards.run]
+    return {
+        "boundaries": run.boundaries(),
+        "epochs": [e for e in run.boundaries() if e <= int(wildcards.epoch)],
+        "schedule": CFG.evaluation.quick.model_dump(mode="json"),
+        "metric": f"pass@{CFG.report.main_k}",
+    }
+
+
 def in_report(name):
     """Whether a run's checkpoints may be in the report: not when its gate fell short. A smoke run waits for its
     gate; a full run's record is only read from disk: `snakemake report` never trains a gate run.
@@ -435,13 +513,22 @@ def in_report(name):
     return record is None or record["passed"]
 
 
-def evaluations_of(target):
+def evaluations_of(target, quick=True):
     """Every evaluation of the target's runs, and the stop rules' decision records: asked for by name, a record is
-    made again when its rule changes (params), and the plan grows when it now says go on.
+    made again when its rule changes (params), and the plan grows when it now says go on. With evaluation.quick:
+    the full evaluations where due, and (quick) every boundary's quick one.
     """
-    return per_boundary(
-        target, "results/eval/{run}/epoch_{epoch}/metrics.json"
-    ) + per_boundary(target, DECISION, decisions=True)
+    files = per_boundary(target, FULL, full=True) + per_boundary(
+        target, DECISION, decisions=True
+    )
+    if quick and CFG.evaluation.quick is not None:
+        files += per_boundary(target, QUICK)
+    return files
+
+
+def quick_evaluations_of(target):
+    """The quick evaluations of the target's runs (render_full_report); none without evaluation.quick."""
+    return per_boundary(target, QUICK) if CFG.evaluation.quick is not None else []
 
 
 # the inputs of the full runs' report (rules/report.smk: render_full_report, pool_full_votes)
@@ -450,7 +537,7 @@ def train_metrics_of(target):
 
 
 def evaluation_votes_of(target):
-    return per_boundary(target, "results/eval/{run}/epoch_{epoch}/votes.npz")
+    return per_boundary(target, "results/eval/{run}/epoch_{epoch}/votes.npz", full=True)
 
 
 def report_boundaries():
@@ -474,15 +561,32 @@ def report_boundaries():
 def evaluations_for_report(wildcards):
     return [
         f"results/eval/{run}/epoch_{epoch}/metrics.json"
-        for run, epoch in report_boundaries()
+        for run, epoch in full_report_boundaries()
     ]
 
 
 def evaluation_votes_for_report(wildcards):
     return [
         f"results/eval/{run}/epoch_{epoch}/votes.npz"
-        for run, epoch in report_boundaries()
+        for run, epoch in full_report_boundaries()
     ]
+
+
+def full_report_boundaries():
+    """`report_boundaries` whose full evaluation is due (all of them without evaluation.quick); a full run's
+    schedule records as they are on disk."""
+    return [
+        (run, epoch)
+        for run, epoch in report_boundaries()
+        if full_due(run, epoch, wait=CFG.runs[run].target == "smoke")
+    ]
+
+
+def quick_evaluations_for_report(wildcards):
+    """The quick evaluation of every boundary in the report; none without evaluation.quick."""
+    if CFG.evaluation.quick is None:
+        return []
+    return [QUICK.format(run=run, epoch=epoch) for run, epoch in report_boundaries()]
 
 
 def last_boundaries(wildcards):

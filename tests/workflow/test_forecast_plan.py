@@ -26,3 +26,13 @@ def test_a_dry_run_of_full_prints_each_full_runs_forecast_and_the_sum(tmp_path):
     total = next(line for line in lines if line.startswith("forecast in all: "))
     stated = float(re.search(r"all: ([\d,]+) GPU-h", total)[1].replace(",", ""))
     assert abs(stated - hours) <= 0.01 * hours + len(full)  # the sum of the rounded per-run figures
+
+
+def test_a_dry_run_warns_when_a_runs_micro_batch_will_not_fit_its_gpu(tmp_path):
+    """trm-arc1's 192 rows per device on an A100-40GB: the memory model (its shipped figures, nothing computed while
+    planning) says at most about 130 fit, and the plan says so with the micro-batch that keeps the global batch."""
+    proc = snakemake(tmp_path, {"runs": {"trm-arc1": {"gpu": "A100-40GB"}}}, "-n", "full", name="a100.yaml")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    warnings = [line for line in proc.stderr.splitlines() if line.startswith("arcpipe: warning: ")]
+    assert len(warnings) == 1 and "run trm-arc1: micro-batch 192 will not fit A100-40GB" in warnings[0], warnings
+    assert "set runs.trm-arc1.micro_batch_size: 96 (2 accumulation steps" in warnings[0]

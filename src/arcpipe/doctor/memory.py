@@ -141,10 +141,10 @@ def run_memory(run: Any, num_puzzle_identifiers: int, cache: Path | None = None)
     `python -m arcpipe.doctor.memory --write-table`), then in `cache` (a JSON file, e.g. results/.cache/memory.json,
     where a computed figure is kept for the next call), and computed only when neither has them.
     """
+    known = known_memory(run, num_puzzle_identifiers, cache)
+    if known is not None:
+        return known
     key = memory_key(run, num_puzzle_identifiers)
-    known = {**_table(TABLE), **(_table(cache) if cache else {})}
-    if key in known:
-        return _from_dict(known[key])
     memory = step_memory_cached(
         run.arch,
         run.preset,
@@ -159,12 +159,19 @@ def run_memory(run: Any, num_puzzle_identifiers: int, cache: Path | None = None)
     return memory
 
 
+def known_memory(run: Any, num_puzzle_identifiers: int, cache: Path | None = None) -> StepMemory | None:
+    """`run_memory`'s figures when TABLE or `cache` has them, else None: nothing computed, cheap enough to plan."""
+    key = memory_key(run, num_puzzle_identifiers)
+    known = {**_table(TABLE), **(_table(cache) if cache else {})}
+    return _from_dict(known[key]) if key in known else None
+
+
 def memory_key(run: Any, num_puzzle_identifiers: int) -> str:
     """What a step's memory depends on, as one string: arch, preset, overrides, puzzle ids, optimizer, EMA, torch."""
-    import torch
+    from importlib.metadata import version  # not torch itself: planning must not pay for importing it
 
     fields = [run.arch, run.preset, run.arch_overrides, num_puzzle_identifiers, run.optimizer, run.ema]
-    return json.dumps([*fields, ".".join(torch.__version__.split(".")[:2])], sort_keys=True)
+    return json.dumps([*fields, ".".join(version("torch").split(".")[:2])], sort_keys=True)
 
 
 @functools.lru_cache(maxsize=64)
