@@ -48,6 +48,80 @@ rule evaluate_checkpoint:
         "--config {input.config} {params.device} > {log} 2>&1"
 
 
+# evaluation.quick (arcpipe.stopping): every boundary's quick evaluation on a fixed subset of the test tasks, and the
+# schedule that decides where the full one (evaluate_checkpoint) is due. Local: draw_quick_tasks reads one file.
+rule draw_quick_tasks:
+    input:
+        verified=ancient_input(verified_dataset),
+    output:
+        "results/eval/{run}/quick_tasks.json",
+    log:
+        "logs/draw_quick_tasks/{run}.log",
+    localrule: True
+    conda:
+        "../envs/arcpipe.yaml"
+    resources:
+        mem_mb=1000,
+        runtime=5,
+    params:
+        data=dataset_dir_for_run,
+        settings=quick_settings,  # common.smk: share, held-out tasks and seed; a changed share draws again
+    script:
+        "../workflow/scripts/draw_quick_tasks.py"
+
+
+rule evaluate_quick:
+    input:
+        ckpt="results/runs/{run}/ckpt/epoch_{epoch}.pt",
+        verified=ancient_input(verified_dataset),
+        config="results/eval/{run}/evaluation.yaml",
+        tasks="results/eval/{run}/quick_tasks.json",
+    output:
+        metrics="results/eval/{run}/epoch_{epoch}/quick/metrics.json",
+        submission="results/eval/{run}/epoch_{epoch}/quick/submission.json",
+        per_puzzle="results/eval/{run}/epoch_{epoch}/quick/per_puzzle.csv",
+        votes="results/eval/{run}/epoch_{epoch}/quick/votes.npz",
+    log:
+        "logs/evaluate_quick/{run}/epoch_{epoch}.log",
+    conda:
+        "../envs/arcpipe.yaml"
+    threads: 8
+    resources:
+        gpu=eval_resource("gpu"),
+        mem_mb=eval_resource("mem_mb"),
+        shm_mb=eval_resource("shm_mb"),
+        runtime=eval_resource("runtime"),
+    params:
+        data=dataset_dir_for_run,
+        device=eval_device,
+        launch=eval_launch,
+    shell:
+        "{params.launch} arcpipe evaluate {input.ckpt} {params.data} "
+        "--out results/eval/{wildcards.run}/epoch_{wildcards.epoch}/quick "
+        "--config {input.config} --quick-tasks {input.tasks} {params.device} > {log} 2>&1"
+
+
+# a checkpoint: its record decides whether the targets and the report ask for the boundary's full evaluation
+# (common.smk: full_due). Local: it reads a few small files.
+checkpoint schedule_full:
+    input:
+        unpack(schedule_inputs),  # the quick evaluations up to {epoch}; a stop rule's decision there
+    output:
+        "results/eval/{run}/schedule/epoch_{epoch}.json",
+    log:
+        "logs/schedule_full/{run}/epoch_{epoch}.log",
+    localrule: True
+    conda:
+        "../envs/arcpipe.yaml"
+    resources:
+        mem_mb=1000,
+        runtime=5,
+    params:
+        settings=schedule_settings,  # a changed full_every schedules again
+    script:
+        "../workflow/scripts/schedule_full.py"
+
+
 # evaluation.ensemble_last: K (eval/ensemble.py): the parameter average of a run's last K checkpoints, written as a
 # checkpoint of its own and evaluated like the others
 rule average_checkpoints:

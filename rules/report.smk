@@ -7,6 +7,7 @@ rule render_report:
         train_metrics=train_metrics_for_report,
         datasets=verified_datasets_for_report,
         ensembles=ensembles_for_report,  # [] without evaluation.ensemble_last
+        quick=quick_evaluations_for_report,  # [] without evaluation.quick
     output:
         report_files("results/report"),  # common.smk: tables (.html in the report, .md, .csv), plots
     log:
@@ -66,10 +67,11 @@ rule pool_last_votes:
 # results/report/full/.
 use rule render_report as render_full_report with:
     input:
-        metrics=one_input(evaluations_of("full")),
+        metrics=one_input(evaluations_of("full", quick=False)),
         train_metrics=one_input(train_metrics_of("full")),
         datasets=datasets_for("full"),
         ensembles=one_input(ensembles_of("full")),
+        quick=one_input(quick_evaluations_of("full")),
     output:
         report_files("results/report/full", category="full runs"),
     log:

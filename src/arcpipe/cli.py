@@ -414,6 +414,9 @@ def _add_eval(stages: argparse._SubParsersAction) -> None:
     evaluate.add_argument("--out", type=Path, required=True, help="directory for metrics.json, submission.json, ...")
     evaluate.add_argument("--config", type=Path, help="workflow or run config: its `evaluation:` section")
     evaluate.add_argument("--quick", type=int, metavar="N", help="only the first N tasks of test_puzzles.json")
+    evaluate.add_argument(
+        "--quick-tasks", type=Path, metavar="FILE", help="only the tasks of this quick-evaluation record (JSON)"
+    )
     evaluate.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when available")
     evaluate.set_defaults(handler=_eval_evaluate)
 
@@ -456,7 +459,15 @@ def _eval_evaluate(args: argparse.Namespace) -> int:
     from arcpipe.eval.evaluate import evaluate_checkpoint, load_evaluation_config
 
     config = load_evaluation_config(args.config) if args.config else None
-    evaluate_checkpoint(args.checkpoint, args.dataset, args.out, config, quick=args.quick, device=args.device)
+    evaluate_checkpoint(
+        args.checkpoint,
+        args.dataset,
+        args.out,
+        config,
+        quick=args.quick,
+        device=args.device,
+        quick_tasks=args.quick_tasks,
+    )
     return 0
 
 

@@ -16,12 +16,20 @@ changes the decisions, so training continues from the stopping boundary's checkp
 
 Rule decide_boundary (rules/train.smk), a Snakemake checkpoint, calls `decide_at_boundary` at the end of each
 training segment but the last: the record it writes (results/runs/{run}/decisions/epoch_{epoch}.json) decides which
-of the run's later files the workflow asks for (rules/common.smk: `planned_epochs`). Nothing here reads torch or runs
-a model; `decide_at_boundary` is the only function that reads or writes files.
+of the run's later files the workflow asks for (rules/common.smk: `planned_epochs`).
+
+Quick evaluations (evaluation.quick): every boundary is first evaluated on `quick_tasks`, a fixed subset of the test
+tasks that holds the held-out selection tasks (so a stop rule reads its score from the quick evaluation); checkpoint
+schedule_full (rules/eval.smk) calls `schedule_at_boundary`, whose record (results/eval/{run}/schedule/
+epoch_{epoch}.json) says whether the full evaluation of that boundary is due (`full_evaluation_due`).
+
+Nothing here reads torch or runs a model; `decide_at_boundary`, `schedule_at_boundary` and `write_quick_tasks` are
+the only functions that read or write files.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import time
@@ -30,10 +38,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from arcpipe.config import ArcpipeError, QuickEvalConfig, StopConfig
 from arcpipe.files import atomic_write_many
+from arcpipe.report.quick import quick_full_gap as quick_full_gap  # the report prints it; tests import it here
 from arcpipe.report.selection import held_out_tasks, subset_pass_at, task_scores
 
 log = logging.getLogger(__name__)
@@ -85,7 +95,8 @@ def decide_at_boundary(
 ) -> dict[str, Any]:
     """Rule decide_boundary: score the segment's evaluations (metrics.json at each of `epochs`; per_puzzle.csv lies
     beside it), add them to the previous decision's history, decide, write the record to `out` and log its line.
-    `seed`: the held-out draw's, the run's dataset seed as the report's selection uses it."""
+    `seed`: the held-out draw's, the run's dataset seed as the report's selection uses it. A quick evaluation's
+    metrics.json names its held-out tasks (drawn from every test task, not from its subset): the score uses them."""
     history = read_history(json.loads(Path(previous).read_text())) if previous else []
     for epoch, path in zip(epochs, metrics, strict=True):
         csv = Path(path).with_name("per_puzzle.csv")
@@ -93,7 +104,9 @@ def decide_at_boundary(
             per_puzzle = pd.read_csv(csv, dtype={"puzzle": str})
         except (OSError, pd.errors.ParserError) as err:
             raise ArcpipeError(f"{csv}: cannot read per-puzzle results ({err}); re-run its evaluation") from err
-        history.append(boundary_score(per_puzzle, epoch, rule.metric, selection_tasks, seed))
+        quick = _quick_info(path)
+        held_out = quick["held_out"] if quick else None
+        history.append(boundary_score(per_puzzle, epoch, rule.metric, selection_tasks, seed, bool(quick), held_out))
     decision = decide(history, rule, boundaries)
     record = decision_record(decision, run, rule)
     write_decision(out, record)
@@ -165,25 +178,84 @@ def full_evaluation_due(
     )
 
 
-def quick_full_gap(pairs: Sequence[tuple[int, float, float]], metric: str = "pass@2") -> str:
-    """How far quick scores lie from full ones on the checkpoints that got both: (epoch, quick, full) fractions ->
-    one line for the report, in percentage points."""
-    if not pairs:
-        return f"quick vs full {metric}: no checkpoint has both"
-    gaps = [100 * (quick - full) for _, quick, full in pairs]
-    worst = max(range(len(gaps)), key=lambda i: abs(gaps[i]))
-    return (
-        f"quick vs full {metric} on {len(gaps)} checkpoint(s): mean |quick - full| "
-        f"{sum(abs(g) for g in gaps) / len(gaps):.1f} points, mean quick - full {sum(gaps) / len(gaps):+.1f}, "
-        f"largest {gaps[worst]:+.1f} at epoch {pairs[worst][0]}"
-    )
+def quick_tasks(
+    task_names: Sequence[str], schedule: QuickEvalConfig, selection_tasks: int, seed: int
+) -> dict[str, Any]:
+    """The quick evaluation's tasks: the held-out selection tasks (report/selection.py's draw, `selection_tasks` of
+    them, seed `seed`) and a draw with numpy's default_rng(seed) from the other task names in sorted order, up to
+    `schedule.num_tasks` in all (never fewer than the held-out ones); sorted. Returns the record `write_quick_tasks`
+    writes: tasks, held_out, test_tasks (how many there are) and sha256 (of the task list, the subset's identity)."""
+    held = held_out_tasks(task_names, selection_tasks, seed) if selection_tasks else []
+    others = sorted(set(task_names) - set(held))
+    wanted = max(schedule.num_tasks(len(task_names)) - len(held), 0)
+    drawn = np.random.default_rng(seed).choice(len(others), size=min(wanted, len(others)), replace=False)
+    tasks = sorted([*held, *(others[i] for i in drawn)])
+    return {
+        "tasks": tasks,
+        "held_out": held,
+        "test_tasks": len(task_names),
+        "sha256": hashlib.sha256("\n".join(tasks).encode()).hexdigest(),
+    }
+
+
+def write_quick_tasks(
+    test_puzzles: str | Path, out: str | Path, schedule: QuickEvalConfig, selection_tasks: int, seed: int
+) -> dict[str, Any]:
+    """Rule draw_quick_tasks: `quick_tasks` of a dataset's test_puzzles.json, written to `out` (JSON)."""
+    names = list(json.loads(Path(test_puzzles).read_text()))
+    record = quick_tasks(names, schedule, selection_tasks, seed)
+    atomic_write_many(Path(out).parent, {Path(out).name: (json.dumps(record, indent=2) + "\n").encode()})
+    log.info("quick evaluation: %d of %d test tasks (sha256 %s)", len(record["tasks"]), len(names), record["sha256"])
+    return record
+
+
+def schedule_at_boundary(
+    run: str,
+    metrics: Sequence[str | Path],
+    epochs: Sequence[int],
+    decision: str | Path | None,
+    out: str | Path,
+    *,
+    boundaries: Sequence[int],
+    schedule: QuickEvalConfig,
+    metric: str,
+) -> dict[str, Any]:
+    """Checkpoint schedule_full: whether the full evaluation of the last of `epochs` is due (`full_evaluation_due`),
+    from the quick evaluations' metrics.json at `epochs` (every boundary up to it) and, at a segment end of a run with
+    a stop rule, its decision record (a stop there is the run's stopping checkpoint). Writes the record to `out`."""
+    history = [
+        Score(epoch, float(json.loads(Path(path).read_text())[metric]), "quick evaluation", quick=True)
+        for epoch, path in zip(epochs, metrics, strict=True)
+    ]
+    stops = bool(decision) and json.loads(Path(decision).read_text())["stop"]
+    epoch = epochs[-1]
+    full = full_evaluation_due(history, epoch, boundaries, schedule, stops)
+    record = {
+        "run": run,
+        "epoch": epoch,
+        "full": full,
+        "reason": _schedule_reason(history, epoch, boundaries, schedule, stops) if full else "not due",
+        "metric": metric,
+        "schedule": schedule.model_dump(),
+        "scores": [asdict(s) for s in history],
+    }
+    atomic_write_many(Path(out).parent, {Path(out).name: (json.dumps(record, indent=2) + "\n").encode()})
+    log.info("quick/full schedule: %s epoch %d: full evaluation %s", run, epoch, record["reason"])
+    return record
 
 
 def boundary_score(
-    per_puzzle: pd.DataFrame, epoch: int, metric: str, selection_tasks: int, seed: int, quick: bool = False
+    per_puzzle: pd.DataFrame,
+    epoch: int,
+    metric: str,
+    selection_tasks: int,
+    seed: int,
+    quick: bool = False,
+    held_out: Sequence[str] | None = None,
 ) -> Score:
     """A boundary's score from its evaluation's per_puzzle.csv (load.read_per_puzzle's frame): on the held-out
-    selection tasks (report/selection.py's draw with the run's dataset seed), else on every task, said so."""
+    selection tasks (report/selection.py's draw with the run's dataset seed), else on every task, said so.
+    held_out: the held-out tasks as drawn from every test task, for a quick evaluation's subset (`quick_tasks`)."""
     scores = task_scores(per_puzzle)
     if metric not in scores.columns:
         have = ", ".join(c for c in scores.columns)
@@ -201,7 +273,10 @@ def boundary_score(
             fallback=True,
             quick=quick,
         )
-    held = held_out_tasks(tasks, selection_tasks, seed, source=f"the evaluation at epoch {epoch}")
+    if held_out is None:
+        held = held_out_tasks(tasks, selection_tasks, seed, source=f"the evaluation at epoch {epoch}")
+    else:
+        held = list(held_out)
     value = float(subset_pass_at(scores, held)[metric])
     return Score(epoch, value, f"{len(held)} held-out selection tasks", quick=quick)
 
@@ -230,6 +305,28 @@ def read_history(record: Mapping[str, Any]) -> list[Score]:
 
 def write_decision(path: str | Path, record: Mapping[str, Any]) -> None:
     atomic_write_many(Path(path).parent, {Path(path).name: (json.dumps(record, indent=2) + "\n").encode()})
+
+
+def _quick_info(metrics: str | Path) -> dict[str, Any] | None:
+    # a quick evaluation's metrics.json names its subset (eval/evaluate.py: info.quick)
+    try:
+        return (json.loads(Path(metrics).read_text()).get("info") or {}).get("quick")
+    except (OSError, json.JSONDecodeError) as err:
+        raise ArcpipeError(f"{metrics}: cannot read evaluation metrics ({err}); re-run its evaluation") from err
+
+
+def _schedule_reason(
+    history: Sequence[Score], epoch: int, boundaries: Sequence[int], schedule: QuickEvalConfig, stops: bool
+) -> str:
+    index = list(boundaries).index(epoch) + 1
+    earlier = [s.value for s in history[:-1]]
+    reasons = [
+        "the best quick score so far" if not earlier or history[-1].value > max(earlier) else "",
+        "the last planned boundary" if epoch == boundaries[-1] else "",
+        "the stopping boundary" if stops else "",
+        f"every {schedule.full_every}th boundary" if schedule.full_every and index % schedule.full_every == 0 else "",
+    ]
+    return "due: " + ", ".join(r for r in reasons if r)
 
 
 def _best_index(history: Sequence[Score], min_delta: float) -> int:

@@ -10,5 +10,11 @@ with logged(snakemake):
     out_dir = Path(snakemake.output[0]).parent  # every output lies in results/report/
     inputs = snakemake.input
     render_workflow_report(
-        out_dir, snakemake.config, inputs.metrics, inputs.train_metrics, inputs.datasets, inputs.ensembles
+        out_dir,
+        snakemake.config,
+        inputs.metrics,
+        inputs.train_metrics,
+        inputs.datasets,
+        inputs.ensembles,
+        quick_paths=inputs.get("quick", []),
     )

@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from arcpipe.config.base import Strict, invalid
+from arcpipe.config.stop import QuickEvalConfig
 
 
 class EvaluationConfig(Strict):
@@ -24,6 +25,9 @@ class EvaluationConfig(Strict):
     selection_tasks: int = Field(default=0, ge=0)
     # extra passes of every evaluation: blank_puzzle_id feeds every test row the blank puzzle embedding (row 0)
     controls: list[Literal["blank_puzzle_id"]] = Field(default_factory=list)
+    # a quick evaluation of every boundary on a fixed subset of the test tasks, the full one only where due
+    # (arcpipe.stopping.full_evaluation_due); None: every boundary is fully evaluated
+    quick: QuickEvalConfig | None = None
 
     @field_validator("controls")
     @classmethod

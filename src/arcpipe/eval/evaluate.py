@@ -85,14 +85,18 @@ def evaluate_checkpoint(
     config: EvaluationConfig | None = None,
     quick: int | None = None,
     device: str | None = None,
+    quick_tasks: str | Path | None = None,
 ) -> dict[str, Any] | None:
     """Evaluate one checkpoint on its dataset's test split; rank 0 writes out_dir and returns the metrics.
 
     quick: score only the first `quick` tasks of test_puzzles.json (a fixed subset, for fast feedback).
+    quick_tasks: score only the tasks of this record (`arcpipe.stopping.write_quick_tasks`, evaluation.quick); its
+    task list, held-out tasks and hash go into metrics.json as info.quick, so the score carries its protocol.
     """
     start = time.perf_counter()
     config = config or EvaluationConfig()
     quick = quick or config.quick_puzzles
+    subset = json.loads(Path(quick_tasks).read_text()) if quick_tasks else None
     checkpoint, dataset_dir = Path(checkpoint), Path(dataset_dir)
     want_gpu = (device or ("cuda" if torch.cuda.is_available() else "cpu")) != "cpu"
     env = distributed.setup(None, gpus=1 if want_gpu else 0)
@@ -111,6 +115,9 @@ def evaluate_checkpoint(
         rows = np.arange(len(example_ids), dtype=np.int64)
         if quick:
             test = test.subset(test.task_names[:quick])
+            rows = rows_of_tasks(example_ids, identifiers, test.task_names)
+        if subset:
+            test = test.subset(subset["tasks"])
             rows = rows_of_tasks(example_ids, identifiers, test.task_names)
         # the global batch split over processes, but no larger than a process's share of the examples
         local_batch = max(min(config.batch_size // env.world_size, -(-len(rows) // env.world_size)), 1)
@@ -163,6 +170,9 @@ def evaluate_checkpoint(
             "processes": env.world_size,
             "device": str(env.device),
         }
+        if subset:
+            info["quick_tasks"] = len(subset["tasks"])
+            info["quick"] = subset
         metrics = write_results(
             out_dir,
             result,

@@ -23,8 +23,17 @@ from arcpipe.files import atomic_write_many
 from arcpipe.forecast import forecast_table
 from arcpipe.gates import gate_status
 from arcpipe.report.format import SELECTED_ON_TEST, table_files, write_table
-from arcpipe.report.load import LOSS, STEP_TIME, ReportInputs, RunInfo, load_report_inputs, runs_from_config
+from arcpipe.report.load import (
+    LOSS,
+    STEP_TIME,
+    ReportInputs,
+    RunInfo,
+    load_evaluations,
+    load_report_inputs,
+    runs_from_config,
+)
 from arcpipe.report.plots import plot_accuracy, plot_depth, plot_loss, plot_passk
+from arcpipe.report.quick import quick_notes
 from arcpipe.report.seeds import seed_groups, seed_table
 from arcpipe.report.selection import selection_table
 from arcpipe.report.summary import compact, hours_spent, summary_table
@@ -55,10 +64,12 @@ def render_workflow_report(
     train_metrics_paths: Sequence[str | Path],
     verify_paths: Sequence[str | Path],
     ensemble_paths: Sequence[str | Path] = (),
+    quick_paths: Sequence[str | Path] = (),
 ) -> list[Path]:
     """`render_report` for the workflow: runs and main_k from the config, datasets from their verify.json paths;
     the checkpoint selection on evaluation.selection_tasks held-out tasks (selection.py); and the summary the HTML
-    report opens on (summary.py), from the same comparison and selection tables."""
+    report opens on (summary.py), from the same comparison and selection tables. quick_paths: the quick
+    evaluations' metrics.json (evaluation.quick), rows of passk only, marked (quick.py)."""
     cfg = WorkflowConfig.model_validate(dict(config))
     out_dir = Path(out_dir)
     datasets = {Path(p).parent.name: Path(p).parent for p in verify_paths}  # results/data/<dataset>/verify.json
@@ -68,7 +79,7 @@ def render_workflow_report(
     selection, chosen = selection_table(inputs.evals, inputs.per_puzzle, n, seeds, main_k)
     written = write_selection(out_dir, selection, chosen, n, main_k)
     comparison = comparison_table(inputs.evals, runs, main_k)
-    written += _write_report(out_dir, inputs, runs, main_k, comparison)
+    written += _write_report(out_dir, inputs, runs, main_k, comparison, load_evaluations(quick_paths))
     hours = hours_spent(inputs.evals, inputs.train[STEP_TIME])
     forecast, statuses, stops = forecast_table(cfg, RESULTS), _statuses(cfg, comparison), _stops(cfg, comparison)
     summary = summary_table(cfg, runs, comparison, selection, hours, forecast, statuses, stops)
@@ -192,7 +203,12 @@ def _stops(cfg: WorkflowConfig, comparison: pd.DataFrame) -> dict[str, dict[str,
 
 
 def _write_report(
-    out_dir: Path, inputs: ReportInputs, runs: Mapping[str, RunInfo], main_k: int, comparison: pd.DataFrame
+    out_dir: Path,
+    inputs: ReportInputs,
+    runs: Mapping[str, RunInfo],
+    main_k: int,
+    comparison: pd.DataFrame,
+    quick: pd.DataFrame | None = None,
 ) -> list[Path]:
     # every table and plot but the selection and the summary; comparison: comparison_table(inputs.evals, ...)
     evals = inputs.evals
@@ -203,7 +219,9 @@ def _write_report(
             "Ensembles of a run's last K checkpoints: avg_lastK, the checkpoint whose weights are their average; "
             "pooled_lastK, their votes pooled. epoch: the last of the K.",
         ]
-    passk = passk_table(evals, runs, inputs.ensembles)
+    if quick is not None and len(quick):
+        passk_notes = [*passk_notes, *quick_notes(evals, quick, main_k)]
+    passk = passk_table(evals, runs, inputs.ensembles, quick)
     write_table(passk, out_dir / "passk.csv", out_dir / "passk.md", "pass@K per checkpoint", passk_notes)
     write_table(
         comparison,

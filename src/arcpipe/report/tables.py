@@ -25,6 +25,7 @@ from arcpipe.eval.pool import pool_votes
 from arcpipe.eval.score import DEFAULT_KS
 from arcpipe.report.format import SELECTED_ON_TEST
 from arcpipe.report.load import ACCURACY, CONTROL_LABELS, COUNT, DatasetFiles, RunInfo
+from arcpipe.report.quick import checkpoint_name
 
 
 @dataclass(frozen=True)
@@ -51,21 +52,35 @@ def pass_ks(frame: pd.DataFrame) -> list[int]:
 
 
 def passk_table(
-    evals: pd.DataFrame, runs: Mapping[str, RunInfo] | None = None, ensembles: pd.DataFrame | None = None
+    evals: pd.DataFrame,
+    runs: Mapping[str, RunInfo] | None = None,
+    ensembles: pd.DataFrame | None = None,
+    quick: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Run x checkpoint: epoch, step, progress %, pass@K (%) with fresh votes per checkpoint.
 
     `ensembles` (`load.load_evaluations` of results/eval/{run}/{avg,pooled}_last{K}/metrics.json,
     eval/ensemble.py) adds a row per run and ensemble after the run's checkpoints, at the epoch of the last
     checkpoint in it; the `checkpoint` column tells the rows apart (epoch_{N}, avg_last{K}, pooled_last{K}).
+    `quick` (the quick evaluations, evaluation.quick): a row for each checkpoint without a full evaluation, and a
+    column `evaluation` (full or quick) after `checkpoint`; without quick evaluations the table is as before.
     """
     runs = runs or {}
+    marked = quick is not None and len(quick) > 0
+    if marked:
+        assert quick is not None
+        have = set(zip(evals["run"], evals["epoch"], strict=True))
+        only = quick[[key not in have for key in zip(quick["run"], quick["epoch"], strict=True)]]
+        evals = pd.concat([evals.assign(evaluation="full"), only.assign(evaluation="quick")], ignore_index=True)
+        evals = evals.sort_values(["run", "epoch"], kind="stable")
+        if ensembles is not None and len(ensembles):
+            ensembles = ensembles.assign(evaluation="full")
     if ensembles is not None and len(ensembles):
         evals = pd.concat([evals, ensembles], ignore_index=True).sort_values("run", kind="stable")
     table = pd.DataFrame(
         {
             "run": evals["run"],
-            "checkpoint": [Path(p).parent.name for p in evals["path"]],
+            "checkpoint": [checkpoint_name(p) for p in evals["path"]],
             "epoch": evals["epoch"],
             "step": evals["step"],
             "progress_%": [
@@ -73,6 +88,8 @@ def passk_table(
             ],
         }
     )
+    if marked:
+        table.insert(2, "evaluation", evals["evaluation"])
     for k in pass_ks(evals):
         table[f"pass@{k}"] = 100 * evals[f"pass@{k}"]
         for label in CONTROL_LABELS.values():  # a control pass's pass@K beside the normal one
