@@ -19,17 +19,17 @@ timeout -s INT -k 30 300 snakemake -n full > /dev/null
 echo "== tests"
 pytest -q --timeout=900 --durations=25 "$@"
 
-# The unit tests again as on CPUs without AVX-512 or AVX2: kernels for other instruction sets round differently,
-# and the tests (the upstream parity goldens among them) must hold on any machine. Each capability gets its own
-# inductor cache, since torch would reuse kernels compiled for another instruction set from a shared one. The slow
-# tests (45 s, none numerical) are left to the run above; each pass takes about 2-3 min on 2 busy cores.
+# The numeric tests again as on CPUs without AVX-512 or AVX2: kernels for other instruction sets round differently,
+# and the tests whose results depend on the kernels (marked `numeric`: the upstream parity goldens, the optimizers'
+# numbers, compiled steps against eager, one computation against another of the same numbers) must hold on any
+# machine. ATEN_CPU_CAPABILITY picks torch's own kernels only: the other unit tests run no torch kernel (config, data,
+# report, votes), or none whose rounding reaches what they assert; the run above covers them. Each capability gets
+# its own inductor cache, since torch would reuse kernels compiled for another instruction set from a shared one. The
+# slow tests are left to the run above; each pass takes about 1-3 min on 2 busy cores.
 isa_caches=$(mktemp -d)
 trap 'rm -rf "$isa_caches"' EXIT
-# ATEN_CPU_CAPABILITY picks torch's own kernels only, so the unit tests that run torch are the ones repeated (the
-# config, data and report tests run no torch kernel: the first pass covers them).
-torch_tests=(tests/unit/models tests/unit/optim tests/unit/train tests/unit/eval)
 for capability in default avx2; do
-    echo "== unit tests with ATEN_CPU_CAPABILITY=$capability"
+    echo "== numeric tests with ATEN_CPU_CAPABILITY=$capability"
     ATEN_CPU_CAPABILITY=$capability TORCHINDUCTOR_CACHE_DIR="$isa_caches/$capability" \
-        pytest -q --timeout=900 -m "not slow" "${torch_tests[@]}"
+        pytest -q --timeout=900 -p no:cacheprovider -m "numeric and not slow" tests/unit
 done
