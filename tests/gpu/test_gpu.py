@@ -29,11 +29,11 @@ import pytest
 import torch
 
 from arcpipe.config import load_config
+from arcpipe.config.arch import PRESETS
 from arcpipe.data.dataset import load_split
 from arcpipe.eval.infer import make_batch as predict_batch
 from arcpipe.eval.infer import predict
 from arcpipe.models import layers
-from arcpipe.models.configs import PRESETS
 from arcpipe.models.io import load_weights
 from arcpipe.models.registry import build_model, make_arch_config
 from arcpipe.optim import AdamATan2, make_optimizers
