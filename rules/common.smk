@@ -406,7 +406,7 @@ def decision_inputs(wildcards):
     run = CFG.runs[wildcards.run]
     epoch = int(wildcards.epoch)
     ends = [e for e in run.segment_ends() if e < epoch]
-    # with evaluation.quick the rule reads the quick evaluations: training waits for them only
+    # with evaluation.quick the decision reads the quick evaluations: training waits for them only
     metrics = QUICK if CFG.evaluation.quick is not None else FULL
     files = {
         "metrics": [
@@ -515,7 +515,7 @@ def in_report(name):
 
 def evaluations_of(target, quick=True):
     """Every evaluation of the target's runs, and the stop rules' decision records: asked for by name, a record is
-    made again when its rule changes (params), and the plan grows when it now says go on. With evaluation.quick:
+    made again when its stopping settings change (params), and the plan grows when it now says go on. With evaluation.quick:
     the full evaluations where due, and (quick) every boundary's quick one.
     """
     files = per_boundary(target, FULL, full=True) + per_boundary(
