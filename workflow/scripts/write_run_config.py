@@ -12,7 +12,8 @@ with logged(snakemake):
     resolved = snakemake.params.resolved
     source = f"runs.{snakemake.wildcards.run}"
     if "runs" in resolved:
-        checked = validate_config(resolved, source=source).model_dump(mode="json")
+        # evaluation.quick is no training setting (and a run's resolved config has no evaluation section)
+        checked = validate_config(resolved, source=source).model_dump(mode="json", exclude={"evaluation": {"quick"}})
     else:
         # only the keys eval_config (rules/common.smk) gives: not ensemble_last or selection_tasks, no empty controls
         evaluation = evaluation_config_from(resolved, source).model_dump(mode="json", exclude_unset=True)
