@@ -3,11 +3,12 @@ measured steps and largest micro-batch; the rows `arcpipe doctor` prints for it 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from arcpipe.config import WorkflowConfig
+from arcpipe.config import RunConfig, WorkflowConfig
 from arcpipe.doctor.backends import backends, compile_check, first_calls
 from arcpipe.doctor.measure import (
     ARC_SEQ_LEN,
@@ -21,6 +22,8 @@ from arcpipe.doctor.measure import (
 )
 from arcpipe.doctor.memory import CONTEXT_BYTES, MARGIN, assumed_throughput, fit_problem, gpu_plan, run_memory
 from arcpipe.doctor.shm import shm_need_mb, shm_problem
+from arcpipe.files import atomic_write_many
+from arcpipe.gpus import doctor_record, doctor_record_path
 
 
 @dataclass
@@ -116,6 +119,8 @@ def check_run(cfg: WorkflowConfig, name: str, env: dict[str, Any], results: Path
         ("eval step", f"{evaluation['examples_per_s']:.1f} examples/s at batch {evaluation['batch']} "
          f"({evaluation['act_steps']} ACT steps), peak {_gb(evaluation['peak_gb'])}")
     )  # fmt: skip
+    if device.type == "cuda" and train is not None:
+        check.rows.append(("record", _record(results, name, run, env, train, evaluation)))
     if device.type != "cuda":
         check.rows.append(("largest micro-batch", "searched on CUDA only"))
         return check
@@ -201,3 +206,19 @@ def _gb(value: float | None) -> str:
 
         return f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GB RSS (process)"
     return f"{value:.2f} GB"
+
+
+def _record(results: Path, name: str, run: RunConfig, env: dict[str, Any], train: dict, evaluation: dict) -> str:
+    """Write what was measured on this GPU where the forecast reads it (gpus.doctor_record_path): throughput, and
+    the true peak beside the memory model's figure, so that either can be corrected. Returns the report row."""
+    gpu = env["gpus"][0]
+    record = doctor_record(
+        name, run, gpu["name"], gpu["memory_gb"], train["examples_per_s"], evaluation["examples_per_s"]
+    )
+    if record is None:
+        return f"not written: {gpu['name']} is not a GPU of arcpipe.gpus (the forecast keeps its assumption)"
+    record |= {"peak_gb": train["peak_gb"], "model_peak_gb": train.get("model_peak_gb")}
+    path = doctor_record_path(results, name, record["gpu"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_many(path.parent, {path.name: (json.dumps(record, indent=2) + "\n").encode()})
+    return f"{path}: the forecast reads this run's throughput on {record['gpu']} from it"
