@@ -130,6 +130,8 @@ def decide(history: Sequence[Score], rule: StopConfig, boundaries: Sequence[int]
     fired, why = None, ""
     if current.epoch == boundaries[-1]:
         why = f"{reading}; the planned last epoch"
+    elif rule.min_epoch is not None and current.epoch < rule.min_epoch:
+        why = f"{reading}; no stop before min_epoch {rule.min_epoch}"
     elif rule.target is not None and current.value >= rule.target:
         fired, why = "target", f"{reading} >= target {rule.target:g}"
     elif rule.patience is not None and since_best >= rule.patience:

@@ -86,6 +86,16 @@ def test_raising_the_patience_continues_where_the_lower_one_stopped():
     assert _decisions(StopConfig(patience=5, min_delta=1.0), values) == [False] * 4
 
 
+def test_no_rule_fires_before_min_epoch_a_flat_start_is_not_a_plateau():
+    # nothing learned yet (pass@2 0 at the first boundaries) is not a plateau: min_epoch holds the patience off
+    rule = StopConfig(patience=1, min_epoch=6)
+    boundaries = [2, 4, 6, 8, 10]
+    assert _decisions(rule, [0.0, 0.0, 0.0, 0.0], boundaries) == [False, False, True, True]
+    assert _decisions(StopConfig(target=0.1, min_epoch=4), [0.5, 0.5], boundaries) == [False, True]
+    held = decide([Score(2, 0.0, "t"), Score(4, 0.0, "t")], rule, boundaries)
+    assert not held.stop and held.reason.endswith("no stop before min_epoch 6")
+
+
 def test_either_rule_fires_first_and_the_last_boundary_never_stops():
     both = StopConfig(target=0.9, patience=1)
     assert decide(_history(0.5, 0.4), both, BOUNDARIES).fired == "patience"
@@ -153,7 +163,7 @@ def test_record_round_trips_the_history_and_the_saved_gpu_hours(tmp_path):
     write_decision(path, decision_record(decision, "smoke-trm", rule))
     record = json.loads(path.read_text())
     assert record["stop"] and record["epoch"] == 4 and record["skipped_epochs"] == 4
-    assert record["rule"] == {"metric": "pass@2", "target": 0.45, "patience": None, "min_delta": 0.0}
+    assert record["rule"] == {"metric": "pass@2", "target": 0.45, "patience": None, "min_delta": 0.0, "min_epoch": None}
     assert read_history(record) == _history(0.2, 0.5)
     assert saved_gpu_hours(decision, gpu_hours_trained=3.0) == 3.0
     assert saved_gpu_hours(decide(_history(0.2), rule, BOUNDARIES), 3.0) == 0

@@ -19,6 +19,8 @@ class StopConfig(Strict):
     target: float | None = Field(default=None, gt=0, le=1)  # pass@K is a fraction
     patience: int | None = Field(default=None, gt=0)  # evaluations after the best one
     min_delta: float = Field(default=0.0, ge=0)  # a gain counts when it is above this
+    # never before this epoch: a curve still flat at zero early on (nothing learned yet) is not a plateau
+    min_epoch: int | None = Field(default=None, gt=0)
 
     @field_validator("metric")
     @classmethod
