@@ -88,13 +88,20 @@ if workflow.is_main_process and driving(sys.argv[1:]):
     if _may_drive:
         register(Path("."))
 
+_DRIFT = config_drift(CFG)
+for _problem in _DRIFT:
+    print(f"arcpipe: {_problem}", file=sys.stderr)
+if _DRIFT:
+    raise SystemExit(2)
+
 # the bill before any job runs: per run of the targets named (every run otherwise), steps, FLOPs, GPU-hours and cost
-# (arcpipe.forecast, as `arcpipe config check` prints it); to stderr, once, in the planning process only
+# (arcpipe.forecast, as `arcpipe config check` prints it); to stderr, once, in the planning process only, after the
+# config checks passed; `arcpipe forecast:` lines, apart from the `arcpipe:` lines that report problems
 if workflow.is_main_process:
     _named = [target for target in ("smoke", "full") if target in sys.argv[1:]]
     _forecast = forecast_runs(CFG, Path("results"))
     print(
-        f"arcpipe: {forecast_header(CFG.report.gpu_hour_price, Path('results'))}",
+        f"arcpipe forecast: {forecast_header(CFG.report.gpu_hour_price, Path('results'))}",
         file=sys.stderr,
     )
     _listed = (
@@ -103,11 +110,13 @@ if workflow.is_main_process:
         else sorted(_forecast)
     )
     for _run in _listed:
-        print(f"arcpipe: {forecast_line(_run, _forecast[_run])}", file=sys.stderr)
+        print(
+            f"arcpipe forecast: {forecast_line(_run, _forecast[_run])}", file=sys.stderr
+        )
     _total = sum(_forecast[_run].gpu_hours for _run in _listed)
     _cost = sum(_forecast[_run].cost for _run in _listed)
     print(
-        f"arcpipe: forecast in all: {_total:,.0f} GPU-h, cost {_cost:,.0f}",
+        f"arcpipe forecast: in all: {_total:,.0f} GPU-h, cost {_cost:,.0f}",
         file=sys.stderr,
     )
     # a micro-batch that will not fit its GPU, by the memory model's shipped or cached figures (nothing computed)
@@ -120,12 +129,6 @@ if workflow.is_main_process:
             _problem = _memory and fit_problem(_run, _spec, _memory, _gpu)
             if _problem:
                 print(f"arcpipe: warning: {_problem}", file=sys.stderr)
-
-_DRIFT = config_drift(CFG)
-for _problem in _DRIFT:
-    print(f"arcpipe: {_problem}", file=sys.stderr)
-if _DRIFT:
-    raise SystemExit(2)
 
 
 def datasets_for(target):

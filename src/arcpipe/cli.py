@@ -322,19 +322,27 @@ def _config_check(args: argparse.Namespace) -> int:
 
 
 def _memory_warnings(cfg, results: Path) -> None:  # noqa: ANN001
-    """A warning per GPU run whose micro-batch will not fit its GPU by the memory model (arcpipe.doctor.memory)."""
+    """A warning per GPU run whose micro-batch will not fit its GPU by the memory model (arcpipe.doctor.memory), from
+    its shipped or cached figures: a run without them is named, not computed (a fake-tensor pass takes 10-30 s per
+    run; `arcpipe doctor --gpu` computes and caches them)."""
     from arcpipe.doctor.measure import puzzle_identifiers
-    from arcpipe.doctor.memory import fit_problem, run_memory
+    from arcpipe.doctor.memory import fit_problem, known_memory
     from arcpipe.gpus import DEFAULT_GPU
 
-    CACHE = results / ".cache/memory.json"  # noqa: N806  (figures the shipped table lacks, computed once)
+    cache = results / ".cache/memory.json"
+    unknown = []
     for name, run in cfg.runs.items():
         if run.uses_gpus:
-            problem = fit_problem(
-                name, run, run_memory(run, puzzle_identifiers(cfg, run, results)[0], CACHE), run.gpu or DEFAULT_GPU
-            )
-            if problem:
+            memory = known_memory(run, puzzle_identifiers(cfg, run, results)[0], cache)
+            if memory is None:
+                unknown.append(name)
+            elif problem := fit_problem(name, run, memory, run.gpu or DEFAULT_GPU):
                 print(f"warning: {problem}")
+    if unknown:
+        print(
+            f"memory: not checked for {', '.join(unknown)} (no figures for its model yet): "
+            f"arcpipe doctor --gpu {DEFAULT_GPU} --no-steps computes and keeps them"
+        )
 
 
 def _config_schema(args: argparse.Namespace) -> int:

@@ -92,3 +92,23 @@ def test_every_gpu_run_of_the_shipped_config_has_its_memory_in_the_shipped_table
             assert key in table, f"{name}: {key} missing: python -m arcpipe.doctor.memory --write-table"
             cached = memory.run_memory(run, puzzle_identifiers(cfg, run, tmp_path / "results")[0])
             assert cached.per_example_bytes == table[key]["per_example_bytes"] > 0
+
+
+def test_config_check_warns_from_known_figures_and_names_the_runs_it_could_not_check(tmp_path):
+    """trm-arc1 on an A100-40GB does not fit at micro-batch 192 (the shipped table's figures); a run whose model the
+    table lacks is named, not computed (the check stays a matter of seconds)."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    raw = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    raw["runs"]["trm-arc1"]["gpu"] = "A100-40GB"
+    raw["runs"]["trm-arc1-wide"] = {**raw["runs"]["trm-arc1"], "arch_overrides": {"hidden_size": 640}}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(raw))
+    cli = [sys.executable, "-m", "arcpipe", "config", "check", "config.yaml"]
+    proc = subprocess.run(cli, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert any(line.startswith("warning: run trm-arc1: micro-batch 192 will not fit A100-40GB") for line in lines)
+    assert any(line.startswith("memory: not checked for trm-arc1-wide ") for line in lines), proc.stdout[-2000:]

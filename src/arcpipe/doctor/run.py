@@ -157,7 +157,7 @@ def plan_run(cfg: WorkflowConfig, name: str, results: Path, gpus: list[str]) -> 
     run = cfg.runs[name]
     check = RunCheck(name)
     ids, ids_note = puzzle_identifiers(cfg, run, results)
-    memory = run_memory(run, ids)
+    memory = run_memory(run, ids, results / ".cache/memory.json")  # kept for config check and every plan
     per_device = run.global_batch_size // max(run.num_devices, 1)
     check.rows.append(
         ("shape", f"{run.arch}/{run.preset}, {run.num_devices} device(s), global batch {run.global_batch_size} "
