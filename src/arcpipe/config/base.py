@@ -3,11 +3,12 @@ validator turns problems into located pydantic errors."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from difflib import get_close_matches
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 
@@ -17,6 +18,15 @@ class ArcpipeError(ValueError):
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)  # a typo is an error, not a default
+
+
+def _pass_at_k(metric: str) -> str:
+    if not re.fullmatch(r"pass@[1-9][0-9]*", metric):
+        raise ValueError("not a pass@K; name it as metrics.json does, e.g. pass@1")
+    return metric
+
+
+PassAtK = Annotated[str, AfterValidator(_pass_at_k)]  # a metric the stop rules and gates read: pass@1, pass@2, ...
 
 
 def invalid(title: str, problems: Iterable[tuple[tuple[str, ...], str, Any]]) -> ValidationError:

@@ -5,7 +5,6 @@ its fields may change between segments without changing what training computes."
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -21,7 +20,7 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails
 
-from arcpipe.config.base import Strict, custom_error, did_you_mean, invalid
+from arcpipe.config.base import PassAtK, Strict, custom_error, did_you_mean, invalid
 from arcpipe.config.stop import StopConfig
 from arcpipe.gpus import GPUName
 
@@ -31,16 +30,9 @@ class GateConfig(Strict):
     (rule check_gate, arcpipe.gates); a gate that falls short leaves the run untrained, not failed."""
 
     run: str  # the gate run: another run of this config
-    metric: str  # a pass@K of evaluation.pass_ks, as metrics.json names it: pass@1
+    metric: PassAtK  # a pass@K of evaluation.pass_ks, as metrics.json names it: pass@1
     min: float = Field(ge=0, le=1)  # the gate passes when metric >= min (pass@K is a fraction)
     epoch: int | None = Field(default=None, gt=0)  # the gate run's checkpoint; None: its last
-
-    @field_validator("metric")
-    @classmethod
-    def _pass_at_k(cls, metric: str) -> str:
-        if not re.fullmatch(r"pass@[1-9][0-9]*", metric):
-            raise ValueError("not a pass@K; name it as metrics.json does, e.g. pass@1")
-        return metric
 
 
 class RunConfig(Strict):
