@@ -15,10 +15,8 @@ from arcpipe.jobs import (
     slurm_partitions,
 )
 from arcpipe.driver import record_executor, register, take_over
-from arcpipe.doctor.measure import puzzle_identifiers
-from arcpipe.doctor.memory import fit_problem, known_memory
+from arcpipe.doctor.memory import fit_problems
 from arcpipe.forecast import forecast_header, forecast_line, forecast_runs
-from arcpipe.gpus import DEFAULT_GPU
 from arcpipe.gates import gate_epoch, gate_status, read_record
 from arcpipe.keep import config_drift, planned_jobs, retraining
 from arcpipe.launch import job_resources
@@ -120,15 +118,8 @@ if workflow.is_main_process:
         file=sys.stderr,
     )
     # a micro-batch that will not fit its GPU, by the memory model's shipped or cached figures (nothing computed)
-    for _run in _listed:
-        _spec = CFG.runs[_run]
-        if _spec.uses_gpus:
-            _ids = puzzle_identifiers(CFG, _spec, Path("results"))[0]
-            _memory = known_memory(_spec, _ids, Path("results/.cache/memory.json"))
-            _gpu = _spec.gpu or DEFAULT_GPU
-            _problem = _memory and fit_problem(_run, _spec, _memory, _gpu)
-            if _problem:
-                print(f"arcpipe: warning: {_problem}", file=sys.stderr)
+    for _problem in fit_problems(CFG, _listed, Path("results"))[0]:
+        print(f"arcpipe: warning: {_problem}", file=sys.stderr)
 
 
 def datasets_for(target):

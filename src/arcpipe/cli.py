@@ -325,19 +325,12 @@ def _memory_warnings(cfg, results: Path) -> None:  # noqa: ANN001
     """A warning per GPU run whose micro-batch will not fit its GPU by the memory model (arcpipe.doctor.memory), from
     its shipped or cached figures: a run without them is named, not computed (a fake-tensor pass takes 10-30 s per
     run; `arcpipe doctor --gpu` computes and caches them)."""
-    from arcpipe.doctor.measure import puzzle_identifiers
-    from arcpipe.doctor.memory import fit_problem, known_memory
+    from arcpipe.doctor.memory import fit_problems
     from arcpipe.gpus import DEFAULT_GPU
 
-    cache = results / ".cache/memory.json"
-    unknown = []
-    for name, run in cfg.runs.items():
-        if run.uses_gpus:
-            memory = known_memory(run, puzzle_identifiers(cfg, run, results)[0], cache)
-            if memory is None:
-                unknown.append(name)
-            elif problem := fit_problem(name, run, memory, run.gpu or DEFAULT_GPU):
-                print(f"warning: {problem}")
+    problems, unknown = fit_problems(cfg, cfg.runs, results)
+    for problem in problems:
+        print(f"warning: {problem}")
     if unknown:
         print(
             f"memory: not checked for {', '.join(unknown)} (no figures for its model yet): "

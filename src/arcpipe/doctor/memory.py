@@ -33,12 +33,13 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from arcpipe.files import atomic_write_many
-from arcpipe.gpus import GPUS
+from arcpipe.gpus import DEFAULT_GPU, GPUS
 
 MARGIN = 0.10  # over the model's peak: the model is within 15% of the measured one, typically 0-7% under
 CONTEXT_BYTES = 1.5 * 2**30  # CUDA context, cuBLAS and attention workspaces, allocator fragmentation
@@ -157,6 +158,29 @@ def run_memory(run: Any, num_puzzle_identifiers: int, cache: Path | None = None)
         cache.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_many(cache.parent, {cache.name: _dump({**_table(cache), key: memory_dict(memory)})})
     return memory
+
+
+def cache_path(results: Path) -> Path:
+    """Where figures the shipped TABLE lacks are kept once computed (`arcpipe doctor --gpu`), for every later check."""
+    return results / ".cache" / "memory.json"
+
+
+def fit_problems(cfg: Any, names: Iterable[str], results: Path) -> tuple[list[str], list[str]]:
+    """For the GPU runs among `names`: a line for each whose micro-batch will not fit its GPU, and the runs without
+    figures; from the shipped or cached figures only, nothing computed (what `config check` and every plan print)."""
+    from arcpipe.doctor.measure import puzzle_identifiers
+
+    problems, unknown = [], []
+    for name in names:
+        run = cfg.runs[name]
+        if not run.uses_gpus:
+            continue
+        memory = known_memory(run, puzzle_identifiers(cfg, run, results)[0], cache_path(results))
+        if memory is None:
+            unknown.append(name)
+        elif problem := fit_problem(name, run, memory, run.gpu or DEFAULT_GPU):
+            problems.append(problem)
+    return problems, unknown
 
 
 def known_memory(run: Any, num_puzzle_identifiers: int, cache: Path | None = None) -> StepMemory | None:

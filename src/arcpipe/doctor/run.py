@@ -20,7 +20,15 @@ from arcpipe.doctor.measure import (
     puzzle_identifiers,
     step_figures,
 )
-from arcpipe.doctor.memory import CONTEXT_BYTES, MARGIN, assumed_throughput, fit_problem, gpu_plan, run_memory
+from arcpipe.doctor.memory import (
+    CONTEXT_BYTES,
+    MARGIN,
+    assumed_throughput,
+    cache_path,
+    fit_problem,
+    gpu_plan,
+    run_memory,
+)
 from arcpipe.doctor.shm import shm_need_mb, shm_problem
 from arcpipe.files import atomic_write_many
 from arcpipe.gpus import doctor_record, doctor_record_path
@@ -157,7 +165,7 @@ def plan_run(cfg: WorkflowConfig, name: str, results: Path, gpus: list[str]) -> 
     run = cfg.runs[name]
     check = RunCheck(name)
     ids, ids_note = puzzle_identifiers(cfg, run, results)
-    memory = run_memory(run, ids, results / ".cache/memory.json")  # kept for config check and every plan
+    memory = run_memory(run, ids, cache_path(results))  # kept for config check and every plan
     per_device = run.global_batch_size // max(run.num_devices, 1)
     check.rows.append(
         ("shape", f"{run.arch}/{run.preset}, {run.num_devices} device(s), global batch {run.global_batch_size} "
