@@ -29,6 +29,16 @@ def _pass_at_k(metric: str) -> str:
 PassAtK = Annotated[str, AfterValidator(_pass_at_k)]  # a metric the stop rules and gates read: pass@1, pass@2, ...
 
 
+def uncomputed_metric(where: str, metric: str, pass_ks: Iterable[int]) -> str | None:
+    """A line when `where`'s PassAtK is not among the pass@K the evaluation computes (evaluation.pass_ks), else None."""
+    pass_ks = list(pass_ks)
+    if int(metric.removeprefix("pass@")) in pass_ks:
+        return None
+    return f"{where}={metric!r}: evaluation.pass_ks does not compute it; use one of " + ", ".join(
+        f"pass@{k}" for k in pass_ks
+    )
+
+
 def invalid(title: str, problems: Iterable[tuple[tuple[str, ...], str, Any]]) -> ValidationError:
     # raised inside a validator, pydantic puts the validator's own location before each of these: one line each
     return ValidationError.from_exception_data(title, [custom_error(loc, msg, value) for loc, msg, value in problems])

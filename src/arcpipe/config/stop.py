@@ -7,7 +7,7 @@ import math
 
 from pydantic import Field, model_validator
 
-from arcpipe.config.base import PassAtK, Strict, invalid
+from arcpipe.config.base import PassAtK, Strict, invalid, uncomputed_metric
 
 
 class StopConfig(Strict):
@@ -30,10 +30,6 @@ class StopConfig(Strict):
             )
         return self
 
-    @property
-    def k(self) -> int:
-        return int(self.metric.removeprefix("pass@"))
-
 
 class QuickEvalConfig(Strict):
     """At every boundary a quick evaluation on a fixed subset of the test tasks; the full one only where
@@ -53,8 +49,7 @@ class QuickEvalConfig(Strict):
 def stop_problems(stops: dict[str, StopConfig | None], pass_ks: list[int]) -> list[str]:
     """One line per run whose stop rule reads a pass@K that the evaluation does not compute."""
     return [
-        f"runs.{name}.stop.metric={stop.metric!r}: evaluation.pass_ks does not compute it; use one of "
-        f"{', '.join(f'pass@{k}' for k in pass_ks)}"
+        problem
         for name, stop in stops.items()
-        if stop is not None and stop.k not in pass_ks
+        if stop is not None and (problem := uncomputed_metric(f"runs.{name}.stop.metric", stop.metric, pass_ks))
     ]

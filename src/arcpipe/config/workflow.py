@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from arcpipe.config.base import Strict, invalid
+from arcpipe.config.base import Strict, invalid, uncomputed_metric
 from arcpipe.config.datasets import DatasetConfig
 from arcpipe.config.evaluation import EvaluationConfig, KaggleConfig, ReportConfig
 from arcpipe.config.runs import RunConfig
@@ -157,11 +157,8 @@ def _gate_problems(runs: dict[str, RunConfig], pass_ks: list[int]) -> list[str]:
                 f"eval_interval={other.eval_interval} up to epochs={other.epochs}); pick one, or remove epoch for "
                 "its last"
             )
-        if int(gate.metric.removeprefix("pass@")) not in pass_ks:
-            problems.append(
-                f"{where}.metric={gate.metric!r}: evaluation.pass_ks does not compute it; use one of "
-                f"{', '.join(f'pass@{k}' for k in pass_ks)}"
-            )
+        if problem := uncomputed_metric(f"{where}.metric", gate.metric, pass_ks):
+            problems.append(problem)
     reported: set[str] = set()
     for name in runs:
         chain = [name]
