@@ -11,8 +11,9 @@ Per arch at the preset, on CPU:
 * syncs/step: ops that read a tensor on the host or have a data-dependent size (`.item()`, `bool(t)`, `.tolist()`,
   `nonzero`, `unique`, bool-mask index), per training step (forward, loss, backward, SparseSignSGD, AdamATan2
   uncompiled, EMA; the metric logging excluded) and per evaluation step, with the ops named;
-* ms/step: eager wall time of a training step and an evaluation step (median of --repeats), and of the pinned
-  sync alone (SparseSignSGD's sum per unique id on the step's rows).
+* ms/step: eager wall time of a training step and an evaluation step (median of --repeats), and of
+  SparseSignSGD's row update alone (the sum per puzzle id, which used `unique` and so a host sync until
+  2026-11-25; now a sort and fixed-size segment sums).
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ def main() -> None:
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, batch {args.batch}, seq {args.seq_len}")
     print(
         f"{'arch':<12} {'breaks train/eval/eval fwd':>27} {'recompiles train/eval':>22} "
-        f"{'syncs/step train/eval/eval fwd':>31} {'ms train/eval/sync':>20}  sync ops (train)"
+        f"{'syncs/step train/eval/eval fwd':>31} {'ms train/eval/signsgd':>20}  sync ops (train)"
     )
     for arch in args.archs:
         row = _measure(arch, args)

@@ -172,6 +172,44 @@ def test_adam_atan2_torch_backend_steps_without_a_host_sync(compile: bool) -> No
     assert all(float(opt.state[p]["step"]) == 5 for p in params)
 
 
+@pytest.mark.parametrize("arch", list(PRESETS))
+def test_a_whole_training_step_makes_no_host_sync_on_cuda(arch: str) -> None:
+    # the CPU proof (tests/unit/models/test_graphs.py) records the ops that would sync; CUDA itself says so here:
+    # forward, loss, backward, SparseSignSGD (its per-id sums without `unique`), AdamATan2 (torch rule), EMA
+    from arcpipe.optim import EMA
+
+    head = _head(arch, "tiny", batch_size=4)
+    optimizers = make_optimizers(
+        head, lr=1e-4, puzzle_emb_lr=1e-2, weight_decay=0.1, puzzle_emb_weight_decay=0.1, compile=False
+    )
+    for opt, _ in optimizers:
+        if isinstance(opt, AdamATan2):
+            opt.backend = "torch"
+    ema = EMA(head, 0.999)
+    batch = {**_batch(4, seed=0), "halt_min_steps": torch.zeros(4, dtype=torch.int32, device=CUDA)}
+    head.train()
+    carry = head.initial_carry(batch)
+
+    def step() -> None:
+        nonlocal carry
+        carry, loss, _, _ = head.step(carry, batch)
+        (loss / 4).backward()
+        for opt, _ in optimizers:
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        ema.update()
+
+    step()  # optimizer state and lazy initialisation may sync once
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        step()
+        step()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    torch.cuda.synchronize()
+
+
 def test_adam_atan2_state_loaded_on_the_cpu_moves_to_the_parameters_device() -> None:
     # load_state maps files to the CPU, and torch.optim keeps a loaded `step` where it was mapped
     params = _cuda_params(torch.float32)

@@ -1,7 +1,7 @@
 """Sparse SignSGD for the puzzle embedding (TRM: `CastedSparseEmbeddingSignSGD_Distributed`).
 
 At `step()`: take the (ids, gradient rows) the embedding collected since the last step (every micro-batch), gather
-those of all ranks when torch.distributed is initialised, sum the gradient per unique id, and for those rows only:
+those of all ranks when torch.distributed is initialised, sum the gradient per distinct id, and for those rows only:
 
     w <- w * (1 - lr * wd) - lr * sign(g)
 
@@ -54,13 +54,24 @@ class SparseSignSGD(Optimizer):
 
 
 def sparse_sign_update_(weights: Tensor, ids: Tensor, grads: Tensor, *, lr: float, weight_decay: float) -> None:
-    """Sum `grads` (n, D) per unique id of `ids` (n,), then SignSGD with decoupled decay on those rows of weights."""
-    unique, inverse = ids.unique(return_inverse=True)
-    summed = torch.zeros(unique.shape[0], grads.shape[1], dtype=grads.dtype, device=grads.device)
-    summed.scatter_add_(0, inverse.unsqueeze(-1).expand(-1, grads.shape[1]), grads)
-    rows = weights[unique]
-    rows.mul_(1.0 - lr * weight_decay).add_(torch.sign(summed), alpha=-lr)
-    weights[unique] = rows
+    """Sum `grads` (n, D) per distinct id of `ids` (n,), then SignSGD with decoupled decay on those rows of weights.
+
+    Every shape is n, whatever the ids, so nothing waits on the host (`unique` would: its size depends on the
+    values, a device-to-host copy on CUDA). A stable sort puts equal ids side by side; each run of equal ids is a
+    group (numbered by a cumulative sum of "differs from the previous"), and index_add_ sums each group's rows in
+    their original order, as `unique` + scatter_add_ did: the same sums, bit for bit, on CPU. Each position then
+    writes its row's new value; the positions of one id write the same value, so the row is decayed once.
+    """
+    n = ids.shape[0]
+    sorted_ids, order = torch.sort(ids, stable=True)
+    starts = torch.ones(n, dtype=torch.bool, device=ids.device)
+    starts[1:] = sorted_ids[1:] != sorted_ids[:-1]
+    group = torch.cumsum(starts, 0) - 1  # (n,): 0 .. distinct-1, in sorted order
+    summed = torch.zeros(n, grads.shape[1], dtype=grads.dtype, device=grads.device)
+    summed.index_add_(0, group, grads[order])
+    rows = sorted_ids.long()
+    new = weights[rows].mul_(1.0 - lr * weight_decay).add_(torch.sign(summed[group]), alpha=-lr)
+    weights.index_put_((rows,), new)
 
 
 def _all_gather(t: Tensor) -> Tensor:

@@ -15,6 +15,7 @@ from modelkit import make_batch, tiny_head  # noqa: E402
 from arcpipe.models.sparse_embedding import SparseEmbedding  # noqa: E402
 from arcpipe.optim import EMA, AdamATan2, Muon, SparseSignSGD, make_optimizers  # noqa: E402
 from arcpipe.optim.muon import orthogonalize  # noqa: E402
+from arcpipe.optim.signsgd import sparse_sign_update_  # noqa: E402
 
 pytestmark = pytest.mark.numeric  # every test here checks an optimizer's numbers
 
@@ -102,6 +103,31 @@ def test_signsgd_k_micro_batches_equal_one_concatenated_batch() -> None:
     one = run(1)
     assert torch.equal(run(2), one) and torch.equal(run(3), one)
     assert not torch.equal(one, weights)
+
+
+def test_signsgd_update_equals_the_unique_based_rule_bitwise() -> None:
+    """The sync-free update (sort + segment sum, no `unique`) equals upstream's formulation, `unique` +
+    scatter_add_, bit for bit on CPU: many ids repeated, in any order, with gradients whose sums need rounding."""
+
+    def by_unique(weights: torch.Tensor, ids: torch.Tensor, grads: torch.Tensor, lr: float, wd: float) -> None:
+        unique, inverse = ids.unique(return_inverse=True)
+        summed = torch.zeros(unique.shape[0], grads.shape[1], dtype=grads.dtype)
+        summed.scatter_add_(0, inverse.unsqueeze(-1).expand(-1, grads.shape[1]), grads)
+        weights[unique] = weights[unique] * (1.0 - lr * wd) - lr * torch.sign(summed)
+
+    g = torch.Generator().manual_seed(0)
+    for trial in range(20):
+        n, rows = int(torch.randint(1, 64, (1,), generator=g)), int(torch.randint(1, 40, (1,), generator=g))
+        weights = torch.randn(rows, 8, generator=g)
+        ids = torch.randint(0, rows, (n,), generator=g, dtype=torch.int32)
+        grads = torch.randn(n, 8, generator=g) * torch.logspace(-6, 6, 8)  # sums that round
+        k = n // 3  # some ids get a gradient and its negation: their sum is 0, and so is its sign
+        if k:
+            ids[:k], grads[:k] = ids[n - k :].flip(0), -grads[n - k :].flip(0)
+        want, got = weights.clone(), weights.clone()
+        by_unique(want, ids, grads, 0.01, 0.3)
+        sparse_sign_update_(got, ids, grads, lr=0.01, weight_decay=0.3)
+        assert torch.equal(got, want), trial
 
 
 def test_model_gradient_accumulation_gives_the_same_embedding_update() -> None:
