@@ -16,20 +16,34 @@ arcpipe config schema | diff -u config/schema.json - || {
 }
 timeout -s INT -k 30 300 snakemake --lint
 timeout -s INT -k 30 300 snakemake -n full > /dev/null
-echo "== tests"
-pytest -q --timeout=900 --durations=25 "$@"
-
+# Two pytest-xdist workers (the machine's 2 cores): tests/conftest.py keeps the tests that share a run or the SLURM
+# lab in one worker and hands out the slow ones first. Beside them, in a third process, the numeric tests under two
+# other kernel sets (below); much of the cluster tests' time is spent waiting for a scheduler, which leaves a core
+# free for it. Its log follows the main one.
+isa_dir=$(mktemp -d)
+trap 'rm -rf "$isa_dir"' EXIT
 # The numeric tests again as on CPUs without AVX-512 or AVX2: kernels for other instruction sets round differently,
 # and the tests whose results depend on the kernels (marked `numeric`: the upstream parity goldens, the optimizers'
 # numbers, compiled steps against eager, one computation against another of the same numbers) must hold on any
 # machine. ATEN_CPU_CAPABILITY picks torch's own kernels only: the other unit tests run no torch kernel (config, data,
-# report, votes), or none whose rounding reaches what they assert; the run above covers them. Each capability gets
+# report, votes), or none whose rounding reaches what they assert; the main run covers them. Each capability gets
 # its own inductor cache, since torch would reuse kernels compiled for another instruction set from a shared one. The
-# slow tests are left to the run above; each pass takes about 1-3 min on 2 busy cores.
-isa_caches=$(mktemp -d)
-trap 'rm -rf "$isa_caches"' EXIT
-for capability in default avx2; do
-    echo "== numeric tests with ATEN_CPU_CAPABILITY=$capability"
-    ATEN_CPU_CAPABILITY=$capability TORCHINDUCTOR_CACHE_DIR="$isa_caches/$capability" \
-        pytest -q --timeout=900 -p no:cacheprovider -m "numeric and not slow" tests/unit
-done
+# slow tests are left to the main run.
+numeric_passes() {
+    for capability in default avx2; do
+        echo "== numeric tests with ATEN_CPU_CAPABILITY=$capability"
+        ATEN_CPU_CAPABILITY=$capability TORCHINDUCTOR_CACHE_DIR="$isa_dir/$capability" \
+            pytest -q --timeout=900 -p no:cacheprovider -m "numeric and not slow" tests/unit || return 1
+    done
+}
+numeric_passes > "$isa_dir/log" 2>&1 &
+isa_pid=$!
+echo "== tests (2 workers)"
+status=0
+pytest -q -n 2 --dist loadgroup --timeout=900 --durations=25 "$@" || status=$?
+isa_status=0
+wait "$isa_pid" || isa_status=$?
+cat "$isa_dir/log"
+[ "$isa_status" = 0 ] || echo "tests/run.sh: the numeric tests failed under another kernel set (log above)" >&2
+[ "$status" = 0 ] || echo "tests/run.sh: the main test run failed (its log above the numeric passes)" >&2
+[ "$status" = 0 ] && [ "$isa_status" = 0 ]

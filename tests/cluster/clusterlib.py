@@ -22,6 +22,13 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 FAKE_KUBECTL = Path(__file__).resolve().parent / "fake_kubectl.py"
 SENTINEL = "wandb-sentinel-7f3c9e1d5b"  # a fake W&B key: must never land in a file we render
 VENV_BIN = Path(sys.executable).parent
+# How often the driver asks the scheduler about its jobs: the one setting the tests give on the command line beside
+# the real profiles, since the profiles keep what suits a shared cluster and the lab's jobs take seconds. The SLURM
+# plugin checks first after `slurm-init-seconds-before-status-checks` (profiles/slurm: 40 s) and then every 10 s
+# longer while nothing finished (up to 180 s): on the lab most of a run was spent waiting for that. Snakemake asks
+# the ICE status program every `seconds-between-status-checks` (10 s by default). A user can pass the same flags.
+SLURM_POLL = ["--slurm-init-seconds-before-status-checks", "2"]
+ICE_POLL = ["--seconds-between-status-checks", "3"]
 
 
 def require_root() -> None:

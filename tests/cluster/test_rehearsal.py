@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from clusterlib import ROOT, SENTINEL, VENV_BIN, base_env, files_containing, snakemake
+from clusterlib import ICE_POLL, ROOT, SENTINEL, SLURM_POLL, VENV_BIN, base_env, files_containing, snakemake
 from kubernetes.client import V1Job
 
 from arcpipe.config import WorkflowConfig
@@ -133,7 +133,7 @@ def assert_equals_an_uninterrupted_run(tmp_path: Path, work: Path, cfg: Workflow
 def test_full_rehearsal_through_the_slurm_profile(tmp_path: Path, slurm_lab: None) -> None:
     cfg = rehearsal_config()
     work = workdir(tmp_path)
-    args = ["--profile", str(ROOT / "profiles/slurm"), "full", *REHEARSAL]
+    args = ["--profile", str(ROOT / "profiles/slurm"), *SLURM_POLL, "full", *REHEARSAL]
 
     def running() -> list[str]:
         """This workflow's training jobs SLURM runs now (several runs train at once)."""
@@ -204,7 +204,7 @@ def test_full_rehearsal_through_the_slurm_profile(tmp_path: Path, slurm_lab: Non
 def test_full_rehearsal_through_the_ice_profile(tmp_path: Path, fake_ice: dict) -> None:
     cfg = rehearsal_config()
     work = workdir(tmp_path)
-    args = ["--profile", str(ROOT / "profiles/ice"), "--latency-wait", "10", "full", *REHEARSAL]
+    args = ["--profile", str(ROOT / "profiles/ice"), *ICE_POLL, "--latency-wait", "10", "full", *REHEARSAL]
     env = {**fake_ice, "ARCPIPE_DRIVER_HEARTBEAT_S": "2"}
     state = Path(fake_ice["FAKE_KUBECTL_STATE"])
 

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from clusterlib import FIXTURES, ROOT, SENTINEL, base_env, files_containing, snakemake, write_runs
+from clusterlib import FIXTURES, ROOT, SENTINEL, SLURM_POLL, base_env, files_containing, snakemake, write_runs
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -25,6 +25,7 @@ def slurm_args(configfile: Path) -> list[str]:
         str(configfile),
         "--profile",
         str(ROOT / "profiles/slurm"),
+        *SLURM_POLL,
         "--workflow-profile",
         str(ROOT / "profiles/default"),
     ]

@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -64,26 +65,41 @@ def _train_chain(config, out, data, epochs=(2, 4)):
         assert code == 0, log
 
 
+def _wait_for_training(proc: subprocess.Popen) -> list[str]:
+    """Read `proc`'s output until it says where it resumed (its training steps come next); a thread reads the rest
+    into the returned list. Returns at the end of the output if the line never comes."""
+    lines: list[str] = []
+    for line in proc.stdout:
+        lines.append(line)
+        if "resumed from" in line:
+            break
+    threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True).start()
+    return lines
+
+
 def test_killed_and_rerun_ends_bitwise_identical(tiny_dataset, tmp_path, write_config):
     config = write_config(tmp_path / "config.yaml", {"r": {}})
     straight = tmp_path / "straight"
     _train_chain(config, straight, tiny_dataset, epochs=(2,))
+    proc = _train(config, straight, tiny_dataset, 4)
+    lines = _wait_for_training(proc)
     started = time.monotonic()
-    _train_chain(config, straight, tiny_dataset, epochs=(4,))
-    segment_s = time.monotonic() - started  # how long segment 2 takes on this machine now, process start included
+    assert proc.wait(timeout=600) == 0, "".join(lines)
+    training_s = time.monotonic() - started  # segment 2's steps and its boundary, on this machine now
 
     killed = tmp_path / "killed"
     code, log = _finish(_train(config, killed, tiny_dataset, 2))
     assert code == 0, log
     rng = random.Random(0)
     kills = 0
-    for _ in range(3):  # kill segment 2 at random moments within its measured run time, then let it finish
+    for _ in range(3):  # kill segment 2 at random moments of its training (process start and loading excluded)
         proc = _train(config, killed, tiny_dataset, 4)
-        time.sleep(rng.uniform(0.3, 0.8) * segment_s)
+        lines = _wait_for_training(proc)
+        time.sleep(rng.uniform(0.1, 0.7) * training_s)
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)
             kills += 1
-        proc.communicate()
+        proc.wait(timeout=600)
     code, log = _finish(_train(config, killed, tiny_dataset, 4))
     assert code == 0, log
     assert kills >= 1

@@ -286,6 +286,7 @@ def _published_head(arch: str, preset: str):  # type: ignore[no-untyped-def]
     return build_model(cfg, vocab_size=VOCAB, seq_len=L, num_puzzle_identifiers=NUM_IDS, batch_size=B, device="cpu")
 
 
+@pytest.mark.slow  # 10-60 s each on 2 busy cores: tracing 30-96 blocks and their backward
 @pytest.mark.parametrize(("arch", "preset"), PUBLISHED, ids=[f"{a}-{p}" for a, p in PUBLISHED])
 def test_published_structure_compiles_whole_once_and_matches_eager(arch: str, preset: str) -> None:
     torch._dynamo.reset()
