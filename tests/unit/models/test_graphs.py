@@ -9,9 +9,9 @@
 * compiled and eager agree: same loss, logits, carry and gradients within rtol 1e-5 / atol 1e-6 (fp32 on CPU;
   aot_eager runs the same aten kernels, only its decompositions may reorder a float sum, so anything above a few
   ulps is a real difference); halted flags and step counts exactly;
-* host syncs: one training step (forward, loss, backward, SparseSignSGD, AdamATan2, EMA: train/loop.py's
-  train_step without the metric logging, which is the one place its numbers reach the host) and the evaluation
-  step run under `HostSyncGuard`, which records every `.item()`, `bool(tensor)`, `.tolist()`, `.numpy()`,
+* host syncs: one training step (two micro-batches' forward, loss and backward, then SparseSignSGD, AdamATan2
+  or Muon, EMA: train/loop.py's train_step without the metric logging, which is the one place its numbers reach
+  the host) and the evaluation step run under `HostSyncGuard`, which records every `.item()`, `bool(tensor)`, `.tolist()`, `.numpy()`,
   `nonzero`, boolean-mask index and `unique`. Neither makes one (`PINNED_TRAIN_SYNCS`, empty, is where a
   deliberate one would be listed with its reason);
 * evaluation runs exactly halt_max_steps ACT steps with no host read of the halted flags: every row is halted then,
@@ -199,25 +199,30 @@ def test_evaluation_step_compiles_once_and_matches_eager(arch: str) -> None:
     torch._dynamo.reset()
 
 
+@pytest.mark.parametrize("optimizer", ["adam_atan2", "muon"])
 @pytest.mark.parametrize("arch", ARCHS)
-def test_training_step_has_no_host_sync(arch: str) -> None:
+def test_training_step_has_no_host_sync(arch: str, optimizer: str) -> None:
     head = tiny_head(arch, batch_size=B, seq_len=L)
     optimizers = make_optimizers(
-        head, lr=1e-3, puzzle_emb_lr=1e-2, weight_decay=0.1, puzzle_emb_weight_decay=0.1, compile=False
-    )
+        head, lr=1e-3, puzzle_emb_lr=1e-2, weight_decay=0.1, puzzle_emb_weight_decay=0.1, optimizer=optimizer,
+        compile=False,
+    )  # fmt: skip
     ema = EMA(head, 0.999)
     head.train()
     batch = _train_batch(0)
     carry = head.initial_carry(batch)
     for _ in range(2):  # the first step from the initial carry, the second from a carried one
         with HostSyncGuard().active() as guard:
-            carry, loss, metrics, _ = head.step(carry, batch)
-            (loss / B).backward()
-            for optimizer, _ in optimizers:
-                optimizer.step()
-                optimizer.zero_grad(set_to_none=True)
+            sums = None
+            for _ in range(2):  # two micro-batches accumulated into one optimizer step
+                carry, loss, metrics, _ = head.step(carry, batch)
+                (loss / (2 * B)).backward()
+                step_sums = {k: v.detach().float() for k, v in metrics.items()}  # what train_step keeps
+                sums = step_sums if sums is None else {k: sums[k] + v for k, v in step_sums.items()}
+            for opt, _ in optimizers:
+                opt.step()
+                opt.zero_grad(set_to_none=True)
             ema.update()
-            sums = {k: v.detach().float() for k, v in metrics.items()}  # what train_step keeps until logging
         assert set(guard.seen) == PINNED_TRAIN_SYNCS, guard.seen
     torch.stack(list(sums.values())).tolist()  # the logging boundary (Trainer._reduce_metrics): one read per step
 
