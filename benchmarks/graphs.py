@@ -1,6 +1,7 @@
 """Graph breaks, recompilations and host syncs of the training and evaluation steps, per arch (issue 21).
 
     .venv/bin/python benchmarks/graphs.py [--archs trm hrm urm transformer] [--preset tiny] [--batch 2] [--seq-len 16]
+    .venv/bin/python benchmarks/graphs.py --preset arc --width-per-head 8   # a published preset's structure, narrow
 
 Per arch at the preset, on CPU:
 * breaks: `torch._dynamo.explain` graph breaks of the training step (`head.step` in train mode: one ACT segment's
@@ -56,12 +57,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--archs", nargs="+", default=list(PRESETS))
     parser.add_argument("--preset", default="tiny")
+    parser.add_argument(
+        "--width-per-head", type=int, default=0, help="hidden_size = this x the preset's num_heads (0: the preset's)"
+    )
     parser.add_argument("--batch", type=int, default=2)
     parser.add_argument("--seq-len", type=int, default=16)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     started = time.perf_counter()
-    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, batch {args.batch}, seq {args.seq_len}")
+    width = f"hidden {args.width_per_head} x heads" if args.width_per_head else "the preset's width"
+    print(
+        f"torch {torch.__version__}, threads {torch.get_num_threads()}, preset {args.preset} ({width}), "
+        f"batch {args.batch}, seq {args.seq_len}"
+    )
     print(
         f"{'arch':<12} {'breaks train/eval/eval fwd':>27} {'recompiles train/eval':>22} "
         f"{'syncs/step train/eval/eval fwd':>31} {'ms train/eval/signsgd':>20}  sync ops (train)"
@@ -76,7 +84,10 @@ def main() -> None:
 
 def _head(arch: str, args: argparse.Namespace):  # type: ignore[no-untyped-def]
     torch.manual_seed(0)
-    cfg = make_arch_config(arch, args.preset, {})
+    heads = PRESETS[arch][args.preset]["num_heads"]
+    cfg = make_arch_config(
+        arch, args.preset, {"hidden_size": args.width_per_head * heads} if args.width_per_head else {}
+    )
     return build_model(
         cfg, vocab_size=12, seq_len=args.seq_len, num_puzzle_identifiers=10, batch_size=args.batch, device="cpu"
     )
