@@ -61,7 +61,8 @@ def _xdist_group(item: pytest.Item) -> str | None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Group the tests that share a run (above) and start the slow ones first, so that two workers finish together;
     tests marked `gpu` are collected everywhere and skipped, with the reason, where CUDA is not available."""
-    if config.pluginmanager.hasplugin("xdist") and getattr(config.option, "dist", "no") == "loadgroup":
+    # pytest-xdist's workers collect, with option.dist "no" and option.loadgroup set (xdist/remote.py)
+    if getattr(config.option, "loadgroup", False) or getattr(config.option, "dist", "no") == "loadgroup":
         groups = {item.nodeid: _xdist_group(item) for item in items}
         for item in items:
             if groups[item.nodeid]:

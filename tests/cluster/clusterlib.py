@@ -28,7 +28,7 @@ VENV_BIN = Path(sys.executable).parent
 # longer while nothing finished (up to 180 s): on the lab most of a run was spent waiting for that. Snakemake asks
 # the ICE status program every `seconds-between-status-checks` (10 s by default). A user can pass the same flags.
 SLURM_POLL = ["--slurm-init-seconds-before-status-checks", "2"]
-ICE_POLL = ["--seconds-between-status-checks", "3"]
+ICE_POLL = ["--seconds-between-status-checks", "5"]  # each check starts two Python programs: not faster
 
 
 def require_root() -> None:

@@ -18,6 +18,10 @@ one batch that is the concatenation of the micro-batches.
 
 from __future__ import annotations
 
+import functools
+import sys
+from collections.abc import Callable
+
 import torch
 from torch import Tensor, nn
 
@@ -31,7 +35,7 @@ class SparseEmbedding(nn.Module):
         self.local_ids = nn.Buffer(torch.zeros(batch_size, dtype=torch.int32), persistent=False)
         self.pending_ids: list[Tensor] = []  # (B,) int32 per backward since the last optimizer step
         self.pending_grads: list[Tensor] = []  # (B, ndim) fp32, same order
-        self.local_weights.register_post_accumulate_grad_hook(self._collect)
+        self.local_weights.register_post_accumulate_grad_hook(self._hook)
 
     def forward(self, ids: Tensor) -> Tensor:
         if not self.training:
@@ -58,13 +62,27 @@ class SparseEmbedding(nn.Module):
         # `.to(device)` replaces the buffer with a non-leaf copy: make it a fresh leaf again, with the hook
         super()._apply(fn, recurse)
         leaf = self.local_weights.detach().requires_grad_(True)
-        leaf.register_post_accumulate_grad_hook(self._collect)
+        leaf.register_post_accumulate_grad_hook(self._hook)
         self.local_weights = leaf
         return self
 
-    @torch.compiler.disable
+    def _hook(self, leaf: Tensor) -> None:
+        # Kept out of torch.compile's graphs (torch.compiler.disable), as upstream. Marking it so at class definition
+        # imports torch._dynamo, 1.3-1.6 s of CPU in every process that builds a model, most of which never compile
+        # (CPU training, evaluation, the workflow's jobs). A process that compiles has imported dynamo before it traces
+        # anything, so the disabled wrapper is made at the first call in such a process; elsewhere nothing can trace.
+        if "torch._dynamo" in sys.modules:
+            _out_of_graph(SparseEmbedding._collect)(self, leaf)
+        else:
+            self._collect(leaf)
+
     def _collect(self, leaf: Tensor) -> None:
         assert leaf.grad is not None
         self.pending_ids.append(self.local_ids.clone())
         self.pending_grads.append(leaf.grad.clone())
         leaf.grad = None
+
+
+@functools.cache
+def _out_of_graph(fn: Callable[..., None]) -> Callable[..., None]:
+    return torch.compiler.disable(fn)

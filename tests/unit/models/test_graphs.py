@@ -23,7 +23,10 @@ Sizes: batch 2, sequence 16 (the models do not depend on 900), so the whole file
 from __future__ import annotations
 
 import contextlib
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -329,3 +332,45 @@ def test_published_structure_compiles_whole_once_and_matches_eager(arch: str, pr
     assert bool(carry_c.halted.all())
     assert evaluate.frame_count == 1
     torch._dynamo.reset()
+
+
+def test_evaluation_and_the_embedding_hook_do_not_import_dynamo() -> None:
+    """Importing torch._dynamo costs 1.3-1.6 s of CPU per process. An evaluation process (every `arcpipe evaluate`
+    job) compiles nothing and must not import it; nor must the puzzle embedding's gradient hook in a backward (it
+    marks itself out of the graph only in a process that has dynamo). A torch optimizer's constructor imports it
+    (torch.optim.Optimizer.add_param_group), so a training process does; the hook then takes the disabled path
+    and SignSGD still learns."""
+    code = """
+import sys
+import torch
+sys.path.insert(0, sys.argv[1])
+from modelkit import make_batch, tiny_head
+from arcpipe.optim import make_optimizers
+head = tiny_head("trm", batch_size=2, seq_len=16)
+batch = make_batch(2, 0, seq_len=16)
+batch["halt_min_steps"] = torch.zeros(2, dtype=torch.int32)
+head.eval()
+with torch.no_grad():
+    carry = head.initial_carry(batch)
+    for _ in range(head.model.max_steps):
+        carry, *_ = head.step(carry, batch)
+head.train()
+_, loss, _, _ = head.step(head.initial_carry(batch), batch)
+loss.backward()
+emb = head.model.inner.puzzle_emb
+assert len(emb.pending_ids) == 1, "the hook did not collect the rows"
+print("torch._dynamo" in sys.modules)
+before = emb.weights.clone()
+emb.clear_pending()
+(signsgd, _), _ = make_optimizers(head, lr=1e-3, puzzle_emb_lr=1e-2, weight_decay=0.1, puzzle_emb_weight_decay=0.1,
+                                   compile=False)
+print("torch._dynamo" in sys.modules)
+_, loss, _, _ = head.step(head.initial_carry(batch), batch)
+loss.backward()
+signsgd.step()
+assert not torch.equal(emb.weights, before), "the embedding did not learn"
+"""
+    here = str(Path(__file__).parent)
+    out = subprocess.run([sys.executable, "-c", code, here], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split() == ["False", "True"], out.stdout
