@@ -38,39 +38,17 @@ TINY_RUN = {
 }
 
 
-# Session fixtures that are a whole run or a cluster: every test that uses one runs in the same pytest-xdist worker
-# (tests/run.sh runs two), so that it is made once, and the SLURM lab is never brought up or torn down by one worker
-# while the other uses it. Module-scoped fixtures keep their module's tests together the same way. The cheap session
-# fixtures (tiny_dataset, tiny_checkpoint, ...) are made once per worker instead.
-SHARED_RUNS = ("slurm_lab", "smoke_run")
-
-
-def _xdist_group(item: pytest.Item) -> str | None:
-    defs = getattr(item, "_fixtureinfo", None)
-    names = defs.names_closure if defs else []
-    for name in SHARED_RUNS:
-        if name in names:
-            return name
-    for name in names:
-        fixture = defs.name2fixturedefs.get(name)
-        if fixture and fixture[-1].scope == "module":
-            return item.nodeid.split("::")[0]
-    return None
-
-
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Group the tests that share a run (above) and start the slow ones first, so that two workers finish together;
+    """Files with a slow test first, the cluster ones before the others (tests/run.sh hands whole files to two
+    pytest-xdist workers, in this order, so that the rehearsals start at once and the workers end together);
     tests marked `gpu` are collected everywhere and skipped, with the reason, where CUDA is not available."""
-    # pytest-xdist's workers collect, with option.dist "no" and option.loadgroup set (xdist/remote.py)
-    if getattr(config.option, "loadgroup", False) or getattr(config.option, "dist", "no") == "loadgroup":
-        groups = {item.nodeid: _xdist_group(item) for item in items}
-        for item in items:
-            if groups[item.nodeid]:
-                item.add_marker(pytest.mark.xdist_group(groups[item.nodeid]))
-        # work is handed out in the order it first appears: the groups with a slow test and the slow tests first
-        # (a stable sort, so each group's tests stay in their order and together)
-        slow = {groups[i.nodeid] or i.nodeid for i in items if i.get_closest_marker("slow")}
-        items.sort(key=lambda item: (groups[item.nodeid] or item.nodeid) not in slow)
+    cost: dict[str, int] = {}
+    for item in items:
+        path = item.nodeid.split("::")[0]
+        slow, cluster = item.get_closest_marker("slow"), item.get_closest_marker("cluster")
+        cost[path] = min(cost.get(path, 2), 2 if not slow else 1 if not cluster else 0)
+    items.sort(key=lambda item: cost[item.nodeid.split("::")[0]])  # stable: a file's tests keep their order
     gpu_items = [item for item in items if item.get_closest_marker("gpu")]
     if not gpu_items:
         return

@@ -16,10 +16,11 @@ arcpipe config schema | diff -u config/schema.json - || {
 }
 timeout -s INT -k 30 300 snakemake --lint
 timeout -s INT -k 30 300 snakemake -n full > /dev/null
-# Two pytest-xdist workers (the machine's 2 cores): tests/conftest.py keeps the tests that share a run or the SLURM
-# lab in one worker and hands out the slow ones first. Beside them, in a third process, the numeric tests under two
-# other kernel sets (below); much of the cluster tests' time is spent waiting for a scheduler, which leaves a core
-# free for it. Its log follows the main one.
+# Two pytest-xdist workers (the machine's 2 cores), each taking whole files (--dist loadfile: a file's module-scoped
+# runs are made once, and every test on the SLURM lab is in one file, so one worker brings the lab up and down), in
+# the order tests/conftest.py gives: the files with slow tests first, the two rehearsals first of all. Beside them,
+# in a third process, the numeric tests under two other kernel sets (below): the cluster tests spend part of their
+# time waiting for a scheduler, which leaves a core free for it. Its log follows the main one.
 isa_dir=$(mktemp -d)
 trap 'rm -rf "$isa_dir"' EXIT
 # The numeric tests again as on CPUs without AVX-512 or AVX2: kernels for other instruction sets round differently,
@@ -40,7 +41,7 @@ numeric_passes > "$isa_dir/log" 2>&1 &
 isa_pid=$!
 echo "== tests (2 workers)"
 status=0
-pytest -q -n 2 --dist loadgroup --timeout=900 --durations=25 "$@" || status=$?
+pytest -q -n 2 --dist loadfile --no-loadscope-reorder --timeout=900 --durations=25 "$@" || status=$?
 isa_status=0
 wait "$isa_pid" || isa_status=$?
 cat "$isa_dir/log"

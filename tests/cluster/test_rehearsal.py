@@ -19,186 +19,27 @@ and the interrupted run's final weights must equal an uninterrupted run's bitwis
 from __future__ import annotations
 
 import json
-import os
-import random
-import re
-import shutil
-import signal
 import subprocess
 import time
-from datetime import datetime
 from pathlib import Path
 
 import pytest
 import yaml
-from clusterlib import ICE_POLL, ROOT, SENTINEL, SLURM_POLL, VENV_BIN, base_env, files_containing, snakemake
+from clusterlib import ICE_POLL, ROOT, SENTINEL, files_containing
 from kubernetes.client import V1Job
-
-from arcpipe.config import WorkflowConfig
+from rehearsal import (
+    GPU_RULES,
+    REHEARSAL,
+    assert_equals_an_uninterrupted_run,
+    assert_every_full_job_finished,
+    kill_driver_while_training,
+    rehearsal_config,
+    workdir,
+)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(1500)]
-COPIED = ["Snakefile", "rules", "config", "workflow", "profiles", "envs"]
-REHEARSAL = ["--configfile", "config/config.yaml", "config/rehearsal.yaml"]
-GPU_RULES = {"train_segment", "run_preflight", "evaluate_checkpoint"}
-CPU_RULES = {"build_dataset", "verify_dataset", "render_full_report", "pool_full_votes"}
-
-
-def rehearsal_config() -> WorkflowConfig:
-    from snakemake.utils import update_config
-
-    config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
-    update_config(config, yaml.safe_load((ROOT / "config/rehearsal.yaml").read_text()))
-    return WorkflowConfig.model_validate(config)
-
-
-def workdir(tmp_path: Path) -> Path:
-    """A fresh copy of the workflow, as a user's clone has it (plus the tiny ConceptARC file the overlay names)."""
-    work = tmp_path / "work"
-    work.mkdir(parents=True)
-    for name in COPIED:
-        (shutil.copytree if (ROOT / name).is_dir() else shutil.copy2)(ROOT / name, work / name)
-    (work / "tests/data").mkdir(parents=True)
-    for path in (ROOT / "tests/data").glob("arc-tiny_*"):
-        shutil.copy2(path, work / "tests/data" / path.name)
-    return work
-
-
-def assert_every_full_job_finished(work: Path, cfg: WorkflowConfig) -> None:
-    for name in cfg.runs_for("full"):
-        run = cfg.runs[name]
-        assert (work / f"results/runs/{name}/preflight.json").is_file()
-        for epoch in run.boundaries():
-            assert (work / f"results/runs/{name}/ckpt/epoch_{epoch}.pt").is_file(), (name, epoch)
-            assert (work / f"results/eval/{name}/epoch_{epoch}/metrics.json").is_file(), (name, epoch)
-    for table in ("passk.md", "pooled.md", "comparison.md"):
-        assert (work / "results/report/full" / table).is_file()
-
-
-def expected_gpus(cfg: WorkflowConfig, rule: str, run: str) -> int:
-    r = cfg.runs[run]
-    return {"train_segment": r.nodes * r.gpus_per_node, "run_preflight": 1, "evaluate_checkpoint": r.evaluation_gpus}[
-        rule
-    ]
-
-
-def kill_driver_while_training(work: Path, args: list[str], env: dict, training: callable, timeout_s: int = 900) -> str:
-    """Start `snakemake ARGS` in its own process group; SIGKILL the whole group at a random moment while a
-    training job runs on the scheduler (`training()` names it, or None). Returns the job that was running."""
-    with open(work / "killed-driver.log", "w") as log:
-        proc = subprocess.Popen(
-            [str(VENV_BIN / "snakemake"), *args], cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )  # fmt: skip
-        try:
-            deadline = time.monotonic() + timeout_s
-            wait = random.uniform(0, 3)  # a random moment inside a segment
-            first = running = None
-            while time.monotonic() < deadline and proc.poll() is None:
-                time.sleep(0.5)
-                running = training()
-                if running is not None and first is None:
-                    first = time.monotonic()
-                if running is not None and time.monotonic() - first >= wait:
-                    break  # still training at the moment of the kill
-            assert running, "no training job ran: " + (work / "killed-driver.log").read_text()[-3000:]
-        finally:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    return running
-
-
-def final_weights(work: Path, run: str, epoch: int) -> dict:
-    import torch
-
-    return torch.load(work / f"results/runs/{run}/ckpt/epoch_{epoch}.pt", map_location="cpu", weights_only=False)[
-        "model"
-    ]
-
-
-def assert_equals_an_uninterrupted_run(tmp_path: Path, work: Path, cfg: WorkflowConfig, run: str) -> None:
-    """The run's last checkpoint, trained again here in one uninterrupted local Snakemake call, is bitwise equal."""
-    import torch
-
-    reference = workdir(tmp_path / "reference")
-    last = cfg.runs[run].epochs
-    target = f"results/runs/{run}/ckpt/epoch_{last}.pt"
-    done = snakemake(["--cores", "2", target, *REHEARSAL], reference, base_env(), 900)
-    assert done.returncode == 0, done.stdout[-3000:]
-    got, want = final_weights(work, run, last), final_weights(reference, run, last)
-    assert got.keys() == want.keys()
-    for key in want:
-        assert torch.equal(got[key], want[key]), f"{run}: {key} differs from an uninterrupted run"
-
-
-def test_full_rehearsal_through_the_slurm_profile(tmp_path: Path, slurm_lab: None) -> None:
-    cfg = rehearsal_config()
-    work = workdir(tmp_path)
-    args = ["--profile", str(ROOT / "profiles/slurm"), *SLURM_POLL, "full", *REHEARSAL]
-
-    def running() -> list[str]:
-        """This workflow's training jobs SLURM runs now (several runs train at once)."""
-        out = subprocess.run(["squeue", "-h", "-t", "R", "-o", "%i|%k|%Z"], capture_output=True, text=True).stdout
-        jobs = [line.split("|") for line in out.splitlines()]
-        return [c for _, c, d in jobs if Path(d) == work and "train_segment" in c]
-
-    env = base_env(WANDB_API_KEY=SENTINEL)  # must reach the jobs as an environment variable only
-    killed = kill_driver_while_training(work, args, env, lambda: next(iter(running()), None))
-    assert killed in running(), "the dead driver's training job should still run on SLURM"
-    done = snakemake(args, work, env, 1400)
-    assert done.returncode == 0, done.stdout[-5000:]
-    assert "took over from a dead driver" in done.stdout and "cancelled its" in done.stdout, done.stdout[:3000]
-    assert_every_full_job_finished(work, cfg)
-    # nothing of the workflow holds a node or a GPU once it ended: SLURM lists no job of this working directory
-    queued = subprocess.run(["squeue", "-h", "-o", "%i|%T|%Z"], capture_output=True, text=True, check=True).stdout
-    assert [line for line in queued.splitlines() if Path(line.split("|")[-1]) == work] == []
-
-    # every job SLURM received from this run, as slurmctld recorded it (MinJobAge keeps them for an hour)
-    records = subprocess.run(["scontrol", "show", "job", "-o"], capture_output=True, text=True, check=True).stdout
-    jobs = [dict(re.findall(r"(\S+?)=(\S*)", line)) for line in records.splitlines()]
-    jobs = [j for j in jobs if Path(j.get("WorkDir", "/")) == work]
-    seen: dict[str, int] = {}
-    for job in jobs:
-        # the plugin's comment: rule_<rule>_wildcards_<values>, or rule_<group>_<rule> for a group job
-        rule = job["Comment"].removeprefix("rule_").split("_wildcards_")[0]
-        rule = "train_segment" if rule.startswith("train-") else rule
-        seen[rule] = seen.get(rule, 0) + 1
-        where = f"{job['Comment']} (job {job['JobId']})"
-        assert job["TimeLimit"] not in ("UNLIMITED", "Partition_Limit"), where
-        assert int(job["MinMemoryNode"].rstrip("M")) >= 1000, where
-        gpus = sum(int(n) for n in re.findall(r"gres[:/]gpu[:=](\d+)", job.get("TresPerJob", "")))
-        gpus += sum(int(n) for n in re.findall(r"gres[:/]gpu[:=](\d+)", job.get("TresPerNode", ""))) * int(
-            job["NumNodes"].split("-")[0]
-        )
-        if rule in GPU_RULES:
-            run = next(r for r in cfg.runs if f"-{r}-" in job["Comment"] or f"_{r}" in job["Comment"])
-            want = expected_gpus(cfg, rule, run)
-            assert job["Partition"] == "gpu", where
-            assert gpus == want > 0, f"{where}: {gpus} GPUs, want {want}"
-        else:
-            assert rule in CPU_RULES, where
-            assert job["Partition"] == "cpu" and gpus == 0, where
-    assert set(seen) >= {"build_dataset", "verify_dataset", "run_preflight", "evaluate_checkpoint"}, seen
-    assert "train_segment" in seen, seen
-
-    # no two jobs ever trained the same segment at once: the killed one ended before its re-run started
-    by_segment: dict[str, list[tuple[datetime, datetime]]] = {}
-    for job in jobs:
-        if "train" in job["Comment"]:
-            span = (datetime.fromisoformat(job["StartTime"]), datetime.fromisoformat(job["EndTime"]))
-            by_segment.setdefault(job["Comment"], []).append(span)
-    assert len(by_segment[killed]) == 2, by_segment[killed]  # the cancelled job and its re-run
-    for comment, spans in by_segment.items():
-        spans.sort()
-        for (_, end), (start, _) in zip(spans, spans[1:], strict=False):
-            assert end <= start, f"{comment}: two jobs trained it at once ({spans})"
-    run = next(r for r in cfg.runs if f"-{r}-" in killed or killed.endswith(f"_{r}"))
-    assert_equals_an_uninterrupted_run(tmp_path, work, cfg, run)
-    # the multi-node run went through srun + torchrun on both lab nodes
-    assert "--ntasks-per-node=1" in (work / "logs/train_segment/hrm-arc1/epoch_1.log").read_text()
-    # the W&B key is in no file of the run and in no jobscript SLURM stored
-    assert files_containing(work, SENTINEL) == []
-    scripts = Path("/var/lib/arcpipe-slurm-lab/ctld")
-    assert [p for p in scripts.rglob("script") if SENTINEL.encode() in p.read_bytes()] == []
+# The SLURM rehearsal is test_slurm_lab.py::test_full_rehearsal_through_the_slurm_profile, beside the other tests on
+# the SLURM lab (one pytest worker brings the lab up and down).
 
 
 def test_full_rehearsal_through_the_ice_profile(tmp_path: Path, fake_ice: dict) -> None:

@@ -1,4 +1,6 @@
-"""profiles/slurm (the real HPC profile) end to end on the SLURM lab (cluster/slurm/lab-up.sh: 2 nodes x 2 fake GPUs).
+"""profiles/slurm (the real HPC profile) end to end on the SLURM lab (cluster/slurm/lab-up.sh: 2 nodes x 2 fake GPUs),
+and the rehearsal of `full` through it (what the rehearsal checks: test_rehearsal.py's docstring). Every test on the
+lab is in this file, so that one pytest worker (tests/run.sh runs two, a file each) brings the lab up and down.
 
 Needs root; skipped without it, except under CI=true where it must run. The lab is torn down by the session
 fixture whatever happens (and by .ci/run's trap when pytest itself is killed).
@@ -7,12 +9,25 @@ fixture whatever happens (and by .ci/run's trap when pytest itself is killed).
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 from clusterlib import FIXTURES, ROOT, SENTINEL, SLURM_POLL, base_env, files_containing, snakemake, write_runs
+from rehearsal import (
+    CPU_RULES,
+    GPU_RULES,
+    REHEARSAL,
+    assert_equals_an_uninterrupted_run,
+    assert_every_full_job_finished,
+    expected_gpus,
+    kill_driver_while_training,
+    rehearsal_config,
+    workdir,
+)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -74,3 +89,75 @@ def test_lab_up_is_idempotent_and_fast_when_nothing_changed(slurm_lab: None) -> 
     # one line per node and partition (cpu, gpu, debug): every node idle in each, with its 2 GPUs
     assert set(nodes.stdout.splitlines()) == {"lab1 idle gpu:2", "lab2 idle gpu:2"}, nodes.stdout
     assert len(nodes.stdout.splitlines()) == 2 * 3, nodes.stdout
+
+
+@pytest.mark.timeout(1500)
+def test_full_rehearsal_through_the_slurm_profile(tmp_path: Path, slurm_lab: None) -> None:
+    cfg = rehearsal_config()
+    work = workdir(tmp_path)
+    args = ["--profile", str(ROOT / "profiles/slurm"), *SLURM_POLL, "full", *REHEARSAL]
+
+    def running() -> list[str]:
+        """This workflow's training jobs SLURM runs now (several runs train at once)."""
+        out = subprocess.run(["squeue", "-h", "-t", "R", "-o", "%i|%k|%Z"], capture_output=True, text=True).stdout
+        jobs = [line.split("|") for line in out.splitlines()]
+        return [c for _, c, d in jobs if Path(d) == work and "train_segment" in c]
+
+    env = base_env(WANDB_API_KEY=SENTINEL)  # must reach the jobs as an environment variable only
+    killed = kill_driver_while_training(work, args, env, lambda: next(iter(running()), None))
+    assert killed in running(), "the dead driver's training job should still run on SLURM"
+    done = snakemake(args, work, env, 1400)
+    assert done.returncode == 0, done.stdout[-5000:]
+    assert "took over from a dead driver" in done.stdout and "cancelled its" in done.stdout, done.stdout[:3000]
+    assert_every_full_job_finished(work, cfg)
+    # nothing of the workflow holds a node or a GPU once it ended: SLURM lists no job of this working directory
+    queued = subprocess.run(["squeue", "-h", "-o", "%i|%T|%Z"], capture_output=True, text=True, check=True).stdout
+    assert [line for line in queued.splitlines() if Path(line.split("|")[-1]) == work] == []
+
+    # every job SLURM received from this run, as slurmctld recorded it (MinJobAge keeps them for an hour)
+    records = subprocess.run(["scontrol", "show", "job", "-o"], capture_output=True, text=True, check=True).stdout
+    jobs = [dict(re.findall(r"(\S+?)=(\S*)", line)) for line in records.splitlines()]
+    jobs = [j for j in jobs if Path(j.get("WorkDir", "/")) == work]
+    seen: dict[str, int] = {}
+    for job in jobs:
+        # the plugin's comment: rule_<rule>_wildcards_<values>, or rule_<group>_<rule> for a group job
+        rule = job["Comment"].removeprefix("rule_").split("_wildcards_")[0]
+        rule = "train_segment" if rule.startswith("train-") else rule
+        seen[rule] = seen.get(rule, 0) + 1
+        where = f"{job['Comment']} (job {job['JobId']})"
+        assert job["TimeLimit"] not in ("UNLIMITED", "Partition_Limit"), where
+        assert int(job["MinMemoryNode"].rstrip("M")) >= 1000, where
+        gpus = sum(int(n) for n in re.findall(r"gres[:/]gpu[:=](\d+)", job.get("TresPerJob", "")))
+        gpus += sum(int(n) for n in re.findall(r"gres[:/]gpu[:=](\d+)", job.get("TresPerNode", ""))) * int(
+            job["NumNodes"].split("-")[0]
+        )
+        if rule in GPU_RULES:
+            run = next(r for r in cfg.runs if f"-{r}-" in job["Comment"] or f"_{r}" in job["Comment"])
+            want = expected_gpus(cfg, rule, run)
+            assert job["Partition"] == "gpu", where
+            assert gpus == want > 0, f"{where}: {gpus} GPUs, want {want}"
+        else:
+            assert rule in CPU_RULES, where
+            assert job["Partition"] == "cpu" and gpus == 0, where
+    assert set(seen) >= {"build_dataset", "verify_dataset", "run_preflight", "evaluate_checkpoint"}, seen
+    assert "train_segment" in seen, seen
+
+    # no two jobs ever trained the same segment at once: the killed one ended before its re-run started
+    by_segment: dict[str, list[tuple[datetime, datetime]]] = {}
+    for job in jobs:
+        if "train" in job["Comment"]:
+            span = (datetime.fromisoformat(job["StartTime"]), datetime.fromisoformat(job["EndTime"]))
+            by_segment.setdefault(job["Comment"], []).append(span)
+    assert len(by_segment[killed]) == 2, by_segment[killed]  # the cancelled job and its re-run
+    for comment, spans in by_segment.items():
+        spans.sort()
+        for (_, end), (start, _) in zip(spans, spans[1:], strict=False):
+            assert end <= start, f"{comment}: two jobs trained it at once ({spans})"
+    run = next(r for r in cfg.runs if f"-{r}-" in killed or killed.endswith(f"_{r}"))
+    assert_equals_an_uninterrupted_run(tmp_path, work, cfg, run)
+    # the multi-node run went through srun + torchrun on both lab nodes
+    assert "--ntasks-per-node=1" in (work / "logs/train_segment/hrm-arc1/epoch_1.log").read_text()
+    # the W&B key is in no file of the run and in no jobscript SLURM stored
+    assert files_containing(work, SENTINEL) == []
+    scripts = Path("/var/lib/arcpipe-slurm-lab/ctld")
+    assert [p for p in scripts.rglob("script") if SENTINEL.encode() in p.read_bytes()] == []

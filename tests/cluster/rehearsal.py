@@ -1,0 +1,110 @@
+"""The rehearsal's parts shared by its two tests: the SLURM one (test_slurm_lab.py, with the other tests on the lab,
+so that one pytest worker owns the lab) and the ICE one (test_rehearsal.py). What the rehearsal checks:
+test_rehearsal.py's docstring."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import yaml
+from clusterlib import ROOT, VENV_BIN, base_env, snakemake
+
+from arcpipe.config import WorkflowConfig
+
+COPIED = ["Snakefile", "rules", "config", "workflow", "profiles", "envs"]
+REHEARSAL = ["--configfile", "config/config.yaml", "config/rehearsal.yaml"]
+GPU_RULES = {"train_segment", "run_preflight", "evaluate_checkpoint"}
+CPU_RULES = {"build_dataset", "verify_dataset", "render_full_report", "pool_full_votes"}
+
+
+def rehearsal_config() -> WorkflowConfig:
+    from snakemake.utils import update_config
+
+    config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    update_config(config, yaml.safe_load((ROOT / "config/rehearsal.yaml").read_text()))
+    return WorkflowConfig.model_validate(config)
+
+
+def workdir(tmp_path: Path) -> Path:
+    """A fresh copy of the workflow, as a user's clone has it (plus the tiny ConceptARC file the overlay names)."""
+    work = tmp_path / "work"
+    work.mkdir(parents=True)
+    for name in COPIED:
+        (shutil.copytree if (ROOT / name).is_dir() else shutil.copy2)(ROOT / name, work / name)
+    (work / "tests/data").mkdir(parents=True)
+    for path in (ROOT / "tests/data").glob("arc-tiny_*"):
+        shutil.copy2(path, work / "tests/data" / path.name)
+    return work
+
+
+def assert_every_full_job_finished(work: Path, cfg: WorkflowConfig) -> None:
+    for name in cfg.runs_for("full"):
+        run = cfg.runs[name]
+        assert (work / f"results/runs/{name}/preflight.json").is_file()
+        for epoch in run.boundaries():
+            assert (work / f"results/runs/{name}/ckpt/epoch_{epoch}.pt").is_file(), (name, epoch)
+            assert (work / f"results/eval/{name}/epoch_{epoch}/metrics.json").is_file(), (name, epoch)
+    for table in ("passk.md", "pooled.md", "comparison.md"):
+        assert (work / "results/report/full" / table).is_file()
+
+
+def expected_gpus(cfg: WorkflowConfig, rule: str, run: str) -> int:
+    r = cfg.runs[run]
+    return {"train_segment": r.nodes * r.gpus_per_node, "run_preflight": 1, "evaluate_checkpoint": r.evaluation_gpus}[
+        rule
+    ]
+
+
+def kill_driver_while_training(work: Path, args: list[str], env: dict, training: callable, timeout_s: int = 900) -> str:
+    """Start `snakemake ARGS` in its own process group; SIGKILL the whole group at a random moment while a
+    training job runs on the scheduler (`training()` names it, or None). Returns the job that was running."""
+    with open(work / "killed-driver.log", "w") as log:
+        proc = subprocess.Popen(
+            [str(VENV_BIN / "snakemake"), *args], cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + timeout_s
+            wait = random.uniform(0, 3)  # a random moment inside a segment
+            first = running = None
+            while time.monotonic() < deadline and proc.poll() is None:
+                time.sleep(0.5)
+                running = training()
+                if running is not None and first is None:
+                    first = time.monotonic()
+                if running is not None and time.monotonic() - first >= wait:
+                    break  # still training at the moment of the kill
+            assert running, "no training job ran: " + (work / "killed-driver.log").read_text()[-3000:]
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return running
+
+
+def final_weights(work: Path, run: str, epoch: int) -> dict:
+    import torch
+
+    return torch.load(work / f"results/runs/{run}/ckpt/epoch_{epoch}.pt", map_location="cpu", weights_only=False)[
+        "model"
+    ]
+
+
+def assert_equals_an_uninterrupted_run(tmp_path: Path, work: Path, cfg: WorkflowConfig, run: str) -> None:
+    """The run's last checkpoint, trained again here in one uninterrupted local Snakemake call, is bitwise equal."""
+    import torch
+
+    reference = workdir(tmp_path / "reference")
+    last = cfg.runs[run].epochs
+    target = f"results/runs/{run}/ckpt/epoch_{last}.pt"
+    done = snakemake(["--cores", "2", target, *REHEARSAL], reference, base_env(), 900)
+    assert done.returncode == 0, done.stdout[-3000:]
+    got, want = final_weights(work, run, last), final_weights(reference, run, last)
+    assert got.keys() == want.keys()
+    for key in want:
+        assert torch.equal(got[key], want[key]), f"{run}: {key} differs from an uninterrupted run"
