@@ -19,8 +19,8 @@ timeout -s INT -k 30 300 snakemake -n full > /dev/null
 # Two pytest-xdist workers (the machine's 2 cores), each taking whole files (--dist loadfile: a file's module-scoped
 # runs are made once, and every test on the SLURM lab is in one file, so one worker brings the lab up and down), in
 # the order tests/conftest.py gives: the files with slow tests first, the two rehearsals first of all. Beside them,
-# in a third process, the numeric tests under two other kernel sets (below): the cluster tests spend part of their
-# time waiting for a scheduler, which leaves a core free for it. Its log follows the main one.
+# in a third process, the numeric tests under two other kernel sets (below), so that they add no wall time of their
+# own. Its log follows the main one.
 isa_dir=$(mktemp -d)
 trap 'rm -rf "$isa_dir"' EXIT
 # The numeric tests again as on CPUs without AVX-512 or AVX2: kernels for other instruction sets round differently,

@@ -94,7 +94,7 @@ def test_killed_and_rerun_ends_bitwise_identical(tiny_dataset, tmp_path, write_c
     kills = 0
     for _ in range(3):  # kill segment 2 at random moments of its training (process start and loading excluded)
         proc = _train(config, killed, tiny_dataset, 4)
-        lines = _wait_for_training(proc)
+        _wait_for_training(proc)
         time.sleep(rng.uniform(0.1, 0.7) * training_s)
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)

@@ -21,9 +21,15 @@ def make_batch(batch_size: int, seed: int = 0, seq_len: int = SEQ_LEN) -> dict[s
     }
 
 
-def tiny_head(arch: str, batch_size: int = 2, seed: int = 0, seq_len: int = SEQ_LEN, **overrides: object):
+def preset_head(
+    arch: str, preset: str, batch_size: int = 2, seed: int = 0, seq_len: int = SEQ_LEN, **overrides: object
+):
     torch.manual_seed(seed)
-    cfg = make_arch_config(arch, "tiny", overrides)
+    cfg = make_arch_config(arch, preset, overrides)
     return build_model(
         cfg, vocab_size=VOCAB, seq_len=seq_len, num_puzzle_identifiers=NUM_IDS, batch_size=batch_size, device="cpu"
     )
+
+
+def tiny_head(arch: str, batch_size: int = 2, seed: int = 0, seq_len: int = SEQ_LEN, **overrides: object):
+    return preset_head(arch, "tiny", batch_size, seed, seq_len, **overrides)

@@ -31,13 +31,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from modelkit import ARCHS, NUM_IDS, VOCAB, make_batch, tiny_head
+from modelkit import ARCHS, make_batch, preset_head, tiny_head
 from torch._dynamo.testing import CompileCounterWithBackend
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from arcpipe.config.arch import PRESETS
 from arcpipe.eval.infer import predict
-from arcpipe.models.registry import build_model, make_arch_config
 from arcpipe.optim import EMA, make_optimizers
 from arcpipe.train.distributed import DistEnv
 
@@ -289,9 +288,7 @@ PUBLISHED = [(arch, preset) for arch, presets in PRESETS.items() for preset in p
 
 
 def _published_head(arch: str, preset: str):  # type: ignore[no-untyped-def]
-    torch.manual_seed(0)
-    cfg = make_arch_config(arch, preset, {"hidden_size": 8 * PRESETS[arch][preset]["num_heads"]})
-    return build_model(cfg, vocab_size=VOCAB, seq_len=L, num_puzzle_identifiers=NUM_IDS, batch_size=B, device="cpu")
+    return preset_head(arch, preset, batch_size=B, seq_len=L, hidden_size=8 * PRESETS[arch][preset]["num_heads"])
 
 
 @pytest.mark.slow  # 10-60 s each on 2 busy cores: tracing 30-96 blocks and their backward
