@@ -2,7 +2,8 @@
 evaluation.quick {share: 0.25, full_every: 2}: every boundary gets a quick evaluation of 4 of the 16 test tasks; the
 full one only where `arcpipe.stopping.full_evaluation_due`, recomputed here from the quick records, says so.
 
-Scratch working directory with the repository's Snakefile and a copy of config/config.yaml (scratch.py).
+The run is the session's `quick_run` (conftest.py): a scratch working directory with the repository's Snakefile
+and a copy of config/config.yaml (scratch.py), made once per session; test_stop_rules.py reads it too.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import json
 
 import pandas as pd
 import pytest
-from scratch import snakemake
+from session_runs import QUICK
 
 from arcpipe.config import QuickEvalConfig
 from arcpipe.stopping import Score, full_evaluation_due
@@ -19,17 +20,7 @@ from arcpipe.stopping import Score, full_evaluation_due
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 EVAL = "results/eval/smoke-trm"
-QUICK = {"share": 0.25, "full_every": 2}
-OVERLAY = {"evaluation": {"quick": QUICK}, "runs": {"smoke-trm": {"epochs": 8}}}
 BOUNDARIES = [2, 4, 6, 8]
-
-
-@pytest.fixture(scope="module")
-def quick_run(tmp_path_factory):
-    work = tmp_path_factory.mktemp("quick")
-    proc = snakemake(work, OVERLAY, "-j2", "smoke", name="quick.yaml", timeout=800)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return work
 
 
 def test_full_evaluations_follow_the_schedule_of_the_quick_scores(quick_run):
