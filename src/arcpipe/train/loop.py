@@ -410,8 +410,10 @@ class Trainer:
     def _save_side(self) -> None:
         state = self._state()
         if self.env.rank == 0:
-            save_atomic(state, self.side_path)
+            # the metrics first: a kill between the two then leaves lines past the side checkpoint, which a resume
+            # cuts back (truncate_after), never a side checkpoint past lines still in the buffer, which were lost
             self.metrics.flush()
+            save_atomic(state, self.side_path)
         distributed.barrier(self.env)
 
     def save_boundary(self, epoch: int) -> None:
