@@ -1,4 +1,8 @@
-"""Exact resume: killed at a random moment (SIGKILL) and re-run, training ends with bitwise-identical weights."""
+"""Exact resume: killed at a random moment (SIGKILL) and re-run, training ends with bitwise-identical weights.
+
+The uninterrupted run the tests compare with (fixture `straight`: run `r` with the tiny defaults, epochs 2 and 4 in
+two processes) is trained once for the module; a test that needs another config trains its own.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 import torch
 
 
@@ -77,16 +82,24 @@ def _wait_for_training(proc: subprocess.Popen) -> list[str]:
     return lines
 
 
-def test_killed_and_rerun_ends_bitwise_identical(tiny_dataset, tmp_path, write_config):
-    config = write_config(tmp_path / "config.yaml", {"r": {}})
-    straight = tmp_path / "straight"
-    _train_chain(config, straight, tiny_dataset, epochs=(2,))
-    proc = _train(config, straight, tiny_dataset, 4)
+@pytest.fixture(scope="module")
+def straight(tiny_dataset, tmp_path_factory, write_config) -> tuple[Path, Path, float]:
+    """(config, out, seconds): run `r` (no changes to the tiny run) trained without interruption to epochs 2 and 4,
+    one process each, and how long the second one's training took (its steps and boundary, not its start). Read
+    only."""
+    root = tmp_path_factory.mktemp("straight")
+    config = write_config(root / "config.yaml", {"r": {}})
+    out = root / "out"
+    _train_chain(config, out, tiny_dataset, epochs=(2,))
+    proc = _train(config, out, tiny_dataset, 4)
     lines = _wait_for_training(proc)
     started = time.monotonic()
     assert proc.wait(timeout=600) == 0, "".join(lines)
-    training_s = time.monotonic() - started  # segment 2's steps and its boundary, on this machine now
+    return config, out, time.monotonic() - started
 
+
+def test_killed_and_rerun_ends_bitwise_identical(tiny_dataset, tmp_path, straight):
+    config, straight, training_s = straight  # training_s: segment 2's steps and its boundary, on this machine now
     killed = tmp_path / "killed"
     code, log = _finish(_train(config, killed, tiny_dataset, 2))
     assert code == 0, log
@@ -112,10 +125,8 @@ def _steps(path: Path) -> list[int]:
     return [json.loads(line)["step"] for line in path.read_text().splitlines()]
 
 
-def test_deadline_saves_exits_75_and_the_retry_finishes_identically(tiny_dataset, tmp_path, write_config):
-    config = write_config(tmp_path / "config.yaml", {"r": {}})
-    straight = tmp_path / "straight"
-    _train_chain(config, straight, tiny_dataset, epochs=(2,))
+def test_deadline_saves_exits_75_and_the_retry_finishes_identically(tiny_dataset, tmp_path, straight):
+    config, straight, _ = straight
     timed = tmp_path / "timed"
     code, log = _finish(_train(config, timed, tiny_dataset, 2, "--deadline", "1s"))
     assert code == 75, log
@@ -134,14 +145,17 @@ def test_max_hours_stops_every_attempt_with_how_to_raise_it(tiny_dataset, tmp_pa
         assert "max_hours" in log and "runs.r.max_hours" in log
 
 
-def test_a_re_run_segment_job_puts_its_finished_boundaries_back_untrained(tiny_dataset, tmp_path, write_config):
+def test_a_re_run_segment_job_puts_its_finished_boundaries_back_untrained(
+    tiny_dataset, tmp_path, write_config, straight
+):
     """One cluster job trains both boundaries of a segment (segment_evals: 2), one `arcpipe train` after the other.
     Killed during the second, the job is re-run whole and Snakemake first deletes all of its outputs, the finished
     first boundary's too. The re-run puts that boundary back byte for byte from resume/boundaries/ without a
-    training step; without those copies it trains it again. Every file equals an uninterrupted run's."""
+    training step; without those copies it trains it again. Every file equals an uninterrupted run's (`straight`:
+    segment_evals decides which boundaries one job trains, nothing of the training)."""
     config = write_config(tmp_path / "config.yaml", {"r": {"segment_evals": 2}})
-    straight = tmp_path / "straight"
-    _train_chain(config, straight, tiny_dataset)
+    _, single, _ = straight
+    straight = single
     outputs = [f"{kind}/epoch_{e}.{ext}" for e in (2, 4) for kind, ext in (("ckpt", "pt"), ("metrics", "jsonl"))]
 
     for copies_survive in (True, False):
@@ -172,8 +186,6 @@ def test_a_re_run_segment_job_puts_its_finished_boundaries_back_untrained(tiny_d
         assert os.stat(out / "resume/boundaries/ckpt_epoch_4.pt").st_ino == os.stat(out / "ckpt/epoch_4.pt").st_ino
 
     # one boundary per segment: the second segment's start dropped the first one's copies (its job finished)
-    single = tmp_path / "single"
-    _train_chain(write_config(tmp_path / "single.yaml", {"r": {}}), single, tiny_dataset)
     assert sorted(p.name for p in (single / "resume/boundaries").iterdir()) == [
         "ckpt_epoch_4.pt",
         "metrics_epoch_4.jsonl",

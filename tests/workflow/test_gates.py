@@ -7,7 +7,8 @@ train. Dry runs must show the gates: smoke with the overlay, `full` with the shi
 rehearsal overlay (config/rehearsal.yaml) through both cluster profiles.
 
 Each test uses a scratch working directory with the repository's Snakefile and a copy of config/config.yaml
-(scratch.py), as tests/workflow/test_smoke_seeds.py does.
+(scratch.py), as tests/workflow/test_smoke_seeds.py does; the gated run starts from a copy of the session's smoke
+run (fixture `gated_smoke`).
 """
 
 from __future__ import annotations
@@ -48,14 +49,20 @@ SHORT = (
 
 
 @pytest.fixture(scope="module")
-def gated_smoke(tmp_path_factory):
-    work = tmp_path_factory.mktemp("gates")
+def gated_smoke(smoke_run, tmp_path_factory):
+    """`snakemake smoke` with the two gated runs added to a copy of the session's smoke run (tests/workflow/
+    conftest.py: smoke-trm trained and evaluated with the same config), as a researcher adds gated runs behind a run
+    they have: the gates decide from smoke-trm's evaluations in this call, then the run that passed trains."""
+    shared, done, _, _ = smoke_run
+    assert done.returncode == 0, done.stderr[-4000:]
+    work = tmp_path_factory.mktemp("gates") / "work"
+    shutil.copytree(shared, work, symlinks=True)
     proc = snakemake(work, GATES, "smoke", name="gates.yaml", timeout=1200)
-    return work, proc
+    return work, proc, shared
 
 
 def test_a_gate_that_falls_short_never_starts_its_run(gated_smoke):
-    work, proc = gated_smoke
+    work, proc, _ = gated_smoke
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     record = json.loads((work / "results/gates/smoke-blocked.json").read_text())
     assert record["passed"] is False and record["gate_run"] == "smoke-trm" and record["epoch"] == 2
@@ -75,8 +82,10 @@ def test_a_gate_that_falls_short_never_starts_its_run(gated_smoke):
 
 
 def test_the_other_runs_complete_and_the_report_leaves_the_stopped_run_out(gated_smoke):
-    work, proc = gated_smoke
+    work, proc, shared = gated_smoke
     assert proc.returncode == 0
+    for path in sorted((shared / "results/runs/smoke-trm/ckpt").glob("*.pt")):  # the gate run was not retrained
+        assert (work / path.relative_to(shared)).read_bytes() == path.read_bytes(), path.name
     for run, epochs in (("smoke-trm", (2, 4)), ("smoke-passed", (2,))):
         for epoch in epochs:
             assert (work / f"results/runs/{run}/ckpt/epoch_{epoch}.pt").stat().st_size > 0
@@ -86,7 +95,7 @@ def test_the_other_runs_complete_and_the_report_leaves_the_stopped_run_out(gated
 
 
 def test_a_gate_that_passes_trains_its_run_after_the_decision(gated_smoke):
-    work, proc = gated_smoke
+    work, proc, _ = gated_smoke
     assert proc.returncode == 0
     record_path = work / "results/gates/smoke-passed.json"
     record = json.loads(record_path.read_text())
@@ -99,7 +108,7 @@ def test_a_gate_that_passes_trains_its_run_after_the_decision(gated_smoke):
 
 
 def test_after_the_run_nothing_is_left_to_do_and_a_lowered_threshold_checks_again(gated_smoke, tmp_path):
-    work, proc = gated_smoke
+    work, proc, _ = gated_smoke
     assert proc.returncode == 0
     again = snakemake(work, GATES, "-n", "smoke", name="gates.yaml")
     assert again.returncode == 0, again.stderr
