@@ -216,6 +216,6 @@ def test_every_example_manifest_in_cluster_ice_is_valid() -> None:
     role = yaml.safe_load_all((ROOT / "cluster/ice/rbac.yaml").read_text())
     rules = next(d for d in role if d["kind"] == "Role")["rules"]
     jobs = next(r for r in rules if "jobs" in r["resources"])
-    assert {"create", "get", "delete"} <= set(jobs["verbs"])  # what submit.py, status.py, cancel.py call
+    assert {"create", "get", "delete"} <= set(jobs["verbs"])  # what submit.py, status.py, cancel.sh call
     services = next(r for r in rules if "services" in r["resources"])
     assert {"create", "delete"} <= set(services["verbs"])

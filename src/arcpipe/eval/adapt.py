@@ -44,7 +44,9 @@ kept back, the last step starts before the budget less the margin, and no step s
 far would carry past the budget; a phase's share ends its phase the same way, so the phase switch is on time too
 (a phase's first step is expected to take twice the longest step before it). `AdaptStats.seconds` is the time from
 the start of fitting to the end of the last step. Only the very first step has no estimate: a budget whose margin is
-shorter than one step can be overrun by that step, as a training deadline can.
+shorter than one step can be overrun by that step, as a training deadline can; and a step that runs longer than the
+longest before it (a busy machine) can end past the budget by up to how much longer it ran, less the time that was
+left.
 
 Under torchrun every rank draws the same batch and trains on its slice of it; SparseSignSGD combines the rows of
 all ranks, the dense gradients are summed over ranks before each step (`distributed.all_reduce_grads`, as the
@@ -152,7 +154,7 @@ class AdaptStats:
     mode: str
     phases: tuple[Phase, ...]
     steps: int
-    seconds: float  # from the start of fitting to the end of its last step; never more than budget_seconds
+    seconds: float  # from the start of fitting to the end of its last step; budget_seconds at most (module doc)
     budget_seconds: float
     new_rows: int
     demonstrations: int
