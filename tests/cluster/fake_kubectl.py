@@ -126,19 +126,27 @@ def _delete(args: list[str]) -> int:
 def kill_pods(ns: str, name: str, prefix: bool = False) -> list[int]:
     """SIGKILL every process of the Job's pods, as a container runtime would: found by the marker env var that
     every descendant inherits (torchrun's workers start their own sessions, so process groups miss them).
-    prefix=True: every Job under this state directory whose namespace/name starts with ns/name."""
+    prefix=True: every Job under this state directory whose namespace/name starts with ns/name.
+
+    A runtime kills the whole cgroup at once; a scan of /proc can miss a process forked while it ran (torchrun
+    starting a worker on a busy machine), so the scan repeats until one finds nothing left."""
     target = f"{STATE}/{ns}/{name}" if ns else f"{STATE}/"
     marker = f"\0{MARKER}={target}".encode() + (b"" if prefix else b"\0")
-    killed = []
-    for environ in Path("/proc").glob("[0-9]*/environ"):
-        try:
-            if marker not in b"\0" + environ.read_bytes() + b"\0":
+    killed: list[int] = []
+    for _ in range(50):
+        found = []
+        for environ in Path("/proc").glob("[0-9]*/environ"):
+            try:
+                pid = int(environ.parent.name)
+                if pid in killed or marker not in b"\0" + environ.read_bytes() + b"\0":
+                    continue
+                os.kill(pid, signal.SIGKILL)
+                found.append(pid)
+            except (OSError, ValueError):
                 continue
-            pid = int(environ.parent.name)
-            os.kill(pid, signal.SIGKILL)
-            killed.append(pid)
-        except (OSError, ValueError):
-            continue
+        if not found:
+            break
+        killed += found
     return killed
 
 
