@@ -20,7 +20,7 @@ fi
 # on a CUDA machine the CUDA build
 .venv/bin/python -m pip install --quiet --no-compile -c constraints.txt -e '.[dev]'
 # pip compiles every installed module to bytecode one file at a time (half of its time); compileall does the same
-# on every core: 72 s -> 38 s for the whole set-up on 2 cores. As under pip, a file that does not compile on this
+# on every core: 82 s -> 58 s for the whole set-up on 2 cores. As under pip, a file that does not compile on this
 # Python (torch ships a few written for 3.12) is skipped: its module is never imported here.
 .venv/bin/python -m compileall -q -q -j 0 .venv/lib > /dev/null || true
 echo "$want" > "$stamp"

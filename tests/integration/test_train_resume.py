@@ -154,8 +154,7 @@ def test_a_re_run_segment_job_puts_its_finished_boundaries_back_untrained(
     training step; without those copies it trains it again. Every file equals an uninterrupted run's (`straight`:
     segment_evals decides which boundaries one job trains, nothing of the training)."""
     config = write_config(tmp_path / "config.yaml", {"r": {"segment_evals": 2}})
-    _, single, _ = straight
-    straight = single
+    _, straight, _ = straight
     outputs = [f"{kind}/epoch_{e}.{ext}" for e in (2, 4) for kind, ext in (("ckpt", "pt"), ("metrics", "jsonl"))]
 
     for copies_survive in (True, False):
@@ -186,7 +185,7 @@ def test_a_re_run_segment_job_puts_its_finished_boundaries_back_untrained(
         assert os.stat(out / "resume/boundaries/ckpt_epoch_4.pt").st_ino == os.stat(out / "ckpt/epoch_4.pt").st_ino
 
     # one boundary per segment: the second segment's start dropped the first one's copies (its job finished)
-    assert sorted(p.name for p in (single / "resume/boundaries").iterdir()) == [
+    assert sorted(p.name for p in (straight / "resume/boundaries").iterdir()) == [
         "ckpt_epoch_4.pt",
         "metrics_epoch_4.jsonl",
         "state_epoch_4.pt",
