@@ -53,3 +53,28 @@ def test_logits_have_vocab_width(arch: str) -> None:
     with torch.no_grad():
         _, outputs = head.model(head.initial_carry(batch), batch)
     assert outputs["logits"].shape == (2, SEQ_LEN, VOCAB)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_a_dropped_model_frees_its_puzzle_embedding_table(arch: str) -> None:
+    # the table is the largest tensor of a run (4 GB at ARC-AGI-1's 2M puzzle ids): a model built, trained a step,
+    # moved (`.to`, which gives the embedding's leaf a new hook) and dropped must give it back, so that a process
+    # building several (the doctor's micro-batch probes, an evaluation after training, the tests) does not fill up
+    import gc
+    import weakref
+
+    head = tiny_head(arch, batch_size=2).to(torch.float32)
+    optimizers = make_optimizers(
+        head, lr=1e-3, puzzle_emb_lr=1e-2, weight_decay=0.1, puzzle_emb_weight_decay=0.1, compile=False
+    )
+    batch = make_batch(2)
+    _, loss, _, _, _ = head(head.initial_carry(batch), batch)
+    loss.backward()
+    for opt, _ in optimizers:
+        opt.step()
+    emb = head.model.inner.puzzle_emb
+    assert not emb.pending_ids, "the hook did not run"  # the step took what the hook collected
+    tables = [weakref.ref(emb), weakref.ref(emb.weights), weakref.ref(emb.local_weights)]
+    del head, optimizers, emb, loss
+    gc.collect()
+    assert [t() for t in tables] == [None, None, None]
