@@ -66,7 +66,7 @@ import torch.nn.functional as F
 
 import arcpipe
 from arcpipe.config import DatasetConfig, RunConfig, WorkflowConfig, load_config
-from arcpipe.eval.infer import predict
+from arcpipe.eval.infer import predict, step_is_compiled
 from arcpipe.models.flops import eval_flops_per_step, eval_steps, peak_bf16_flops, train_flops_per_example
 from arcpipe.models.registry import build_model, count_parameters, make_arch_config
 from arcpipe.train.distributed import DistEnv
@@ -107,6 +107,7 @@ class Case:
     steps: int
     eval_batches: int
     compile: bool
+    train: bool = True  # False (--eval-only): evaluation rows alone
 
 
 @dataclass
@@ -129,6 +130,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10, help="timed training steps")
     parser.add_argument("--eval-batches", type=int, default=2, help="timed evaluation batches (after one warm-up)")
     parser.add_argument("--no-compile", action="store_true", help="GPU rows: skip the compiled training step")
+    parser.add_argument("--eval-only", action="store_true", help="measure evaluation alone (no training rows)")
     parser.add_argument("--cpu-preset", default="tiny")
     parser.add_argument("--cpu-batch", type=int, default=4, help="CPU rows: micro-batch and evaluation batch")
     parser.add_argument("--cpu-steps", type=int, default=2)
@@ -232,6 +234,7 @@ def _case(
         steps=args.cpu_steps if on_cpu else args.steps,
         eval_batches=args.cpu_steps if on_cpu else args.eval_batches,
         compile=compile,
+        train=not args.eval_only,
     )
 
 
@@ -257,10 +260,13 @@ def _measure(case: Case, upstream: Path | None, peak: float | None) -> None:
 
 def _arcpipe(case: Case, data: Path, out: Path) -> Row:
     row = Row("arcpipe")
-    row.eager, row.train_peak, row.params = _arcpipe_train(case, data, out / "eager", compiled=False)
-    if case.compile:
+    if case.train:
+        row.eager, row.train_peak, row.params = _arcpipe_train(case, data, out / "eager", compiled=False)
+    if case.train and case.compile:
         row.compiled, row.train_peak, _ = _arcpipe_train(case, data, out / "compiled", compiled=True)
     row.evaluation, row.eval_peak = _arcpipe_evaluate(case)
+    if step_is_compiled(case.device):
+        row.notes.append("evaluation: the step compiled, as `arcpipe evaluate` runs it on CUDA")
     return row
 
 
@@ -306,8 +312,9 @@ def _upstream(case: Case, data: Path, checkout: Path) -> Row:
     with _upstream_tree(checkout, row.notes):
         build = _upstream_builder(case)
         optimizers = _upstream_optimizer_maker(case, checkout, row.notes)
-        row.eager, row.train_peak, row.params = _upstream_train(case, data, build, optimizers, compiled=False)
-        if case.compile:
+        if case.train:
+            row.eager, row.train_peak, row.params = _upstream_train(case, data, build, optimizers, compiled=False)
+        if case.train and case.compile:
             row.compiled, row.train_peak, _ = _upstream_train(case, data, build, optimizers, compiled=True)
         # upstream evaluates the model it trains: compiled on CUDA (pretrain.py), eager on CPU unless --cpu-compile
         row.evaluation, row.eval_peak = _upstream_evaluate(case, build)

@@ -57,11 +57,12 @@ class GPU:
 
 
 # the names a run's `gpu` and `arcpipe doctor --gpu` take
-GPUName = Literal["H100-80GB", "A100-40GB", "A100-80GB", "L4-24GB", "RTX4090-24GB", "RTX4090-16GB"]
+GPUName = Literal["H100-80GB", "H200-141GB", "A100-40GB", "A100-80GB", "L4-24GB", "RTX4090-24GB", "RTX4090-16GB"]
 GPUS: dict[str, GPU] = {
     gpu.name: gpu
     for gpu in (
         GPU("H100-80GB", "NVIDIA H100 80GB HBM3", 80),
+        GPU("H200-141GB", "NVIDIA H200", 141),  # torch reports 139.8 GB (2026-11-26)
         GPU("A100-40GB", "NVIDIA A100-SXM4-40GB", 40),
         GPU("A100-80GB", "NVIDIA A100-SXM4-80GB", 80),
         GPU("L4-24GB", "NVIDIA L4", 24),

@@ -10,7 +10,7 @@ import pytest
 from arcpipe.config import load_config
 from arcpipe.config.arch import make_arch_config
 from arcpipe.doctor import memory
-from arcpipe.doctor.measure import puzzle_identifiers
+from arcpipe.doctor.measure import puzzle_identifiers, search_micro_batch
 from arcpipe.doctor.memory import (
     CONTEXT_BYTES,
     MARGIN,
@@ -112,3 +112,15 @@ def test_config_check_warns_from_known_figures_and_names_the_runs_it_could_not_c
     lines = proc.stdout.splitlines()
     assert any(line.startswith("warning: run trm-arc1: micro-batch 192 will not fit A100-40GB") for line in lines)
     assert any(line.startswith("memory: not checked for trm-arc1-wide ") for line in lines), proc.stdout[-2000:]
+
+
+def test_the_micro_batch_search_finds_the_largest_that_fits_from_measured_peaks() -> None:
+    # peaks as `arcpipe doctor` measures them on CUDA: affine in the micro-batch, out of memory (inf) past the card
+    def affine(limit: float):
+        return lambda b: 4.0 + 0.25 * b if 4.0 + 0.25 * b <= limit else float("inf")
+
+    assert search_micro_batch(affine(1e9), 117.0) == (452, [(1, 4.25), (2, 4.5), (452, 117.0)])
+    fit, probes = search_micro_batch(affine(105.0), 117.0)  # the card runs out before the headroom does
+    assert fit == 365 and [b for b, _ in probes] == [1, 2, 452, 406, 365] and probes[-1][1] <= 105.0
+    assert search_micro_batch(affine(1e9), 4.3) == (1, [(1, 4.25), (2, 4.5)])
+    assert search_micro_batch(affine(4.0), 117.0) == (0, [(1, float("inf"))])

@@ -5,6 +5,7 @@ that reaches the run's global batch with it. Running out of memory is a result h
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -71,20 +72,26 @@ def _batch(batch: int, ids: int, device: Any, seed: int = 0) -> dict[str, Any]:
     }
 
 
-def step_figures(run: RunConfig, arch_cfg: Any, device: Any, batch: int, ids: int, steps: int = 2) -> dict[str, float]:
-    """Training steps (forward, backward, optimizer) at micro-batch `batch`: examples/s after one warm-up, peak."""
+def step_figures(
+    run: RunConfig, arch_cfg: Any, device: Any, batch: int, ids: int, steps: int = 2, compiled: bool = False
+) -> dict[str, float]:
+    """Training steps (forward, backward, optimizer) at micro-batch `batch`: examples/s after one warm-up (where a
+    `compiled` step compiles), peak memory. Running out of memory raises OutOfMemory, with the probe's memory freed."""
     import torch
 
+    _empty(device)  # start from an empty allocator: what an earlier probe left must not count in this peak
     _reset_peak(device)
+    out_of_memory = False
     try:
         head, optimizers = _model(run, arch_cfg, device, batch, ids)
+        step = torch.compile(head.step) if compiled else head.step
         data = _batch(batch, ids, device)
         carry = head.initial_carry(data)
         times = []
         for _ in range(steps + 1):
             _sync(device)
             t0 = time.perf_counter()
-            carry, loss, _, _ = head.step(carry, data)
+            carry, loss, _, _ = step(carry, data)
             (loss / batch).backward()
             for optimizer, _ in optimizers:
                 optimizer.step()
@@ -94,67 +101,85 @@ def step_figures(run: RunConfig, arch_cfg: Any, device: Any, batch: int, ids: in
         if not torch.isfinite(loss).item():
             raise ArcpipeError(f"{run.arch}/{run.preset}: the training loss is not finite on {device}")
     except torch.OutOfMemoryError:
-        raise OutOfMemory from None
+        # not raised from here: the error's traceback holds the failed step's activations until this handler ends,
+        # and the allocator can give back only what nothing holds
+        out_of_memory = True
     finally:
-        head = optimizers = carry = None  # noqa: F841  (free before the next probe)
-        _empty(device)
+        head = optimizers = carry = step = data = loss = None  # noqa: F841  (free before the next probe)
+    _empty(device)
+    if out_of_memory:
+        raise OutOfMemory
     step_s = sum(times[1:]) / steps
     return {"examples_per_s": batch / step_s, "step_s": step_s, "peak_gb": _peak_gb(device), "batch": batch}
 
 
-def eval_figures(run: RunConfig, arch_cfg: Any, device: Any, ids: int) -> dict[str, float]:
-    """One evaluation pass (inference mode, every ACT step to halt_max_steps) at the run's evaluation batch."""
+def eval_figures(run: RunConfig, arch_cfg: Any, device: Any, ids: int, compiled: bool = False) -> dict[str, float]:
+    """One evaluation pass (no grad, every ACT step to halt_max_steps) at the run's evaluation batch, after a
+    warm-up pass (where a `compiled` step compiles, as the evaluator compiles it on CUDA)."""
     import torch
 
     from arcpipe.models.registry import build_model
 
     batch = min(run.eval_batch_size or run.micro_batch, run.micro_batch)
+    _empty(device)
     _reset_peak(device)
     head = build_model(
         arch_cfg, vocab_size=ARC_VOCAB, seq_len=ARC_SEQ_LEN, num_puzzle_identifiers=ids, batch_size=batch, device=device
     )
     head.eval()
+    step = torch.compile(head.step, dynamic=False) if compiled else head.step
     data = _batch(batch, ids, device)
-    with torch.inference_mode():
+    with torch.no_grad():
         for _ in range(2):  # a warm-up pass, then the timed one
             carry = head.initial_carry(data)
             _sync(device)
             t0 = time.perf_counter()
             act_steps = 0
             for _ in range(head.model.max_steps):
-                carry, _, _, _ = head.step(carry, data)
+                carry, _, _, _ = step(carry, data, ("preds", "q_halt_logits"))
                 act_steps += 1
             _sync(device)
             seconds = time.perf_counter() - t0
-    del head, carry
+    del head, carry, step
     _empty(device)
     return {"examples_per_s": batch / seconds, "batch": batch, "act_steps": act_steps, "peak_gb": _peak_gb(device)}
 
 
-def largest_micro_batch(run: RunConfig, arch_cfg: Any, device: Any, ids: int) -> int:
-    """The largest training micro-batch whose step fits FIT_HEADROOM of this GPU's memory (0: none)."""
+def largest_micro_batch(run: RunConfig, arch_cfg: Any, device: Any, ids: int) -> tuple[int, list[tuple[int, float]]]:
+    """The largest training micro-batch whose step fits FIT_HEADROOM of this GPU's memory (0: none), and the probes
+    that found it: (micro-batch, peak GiB; inf when it ran out of memory)."""
     import torch
 
     total = torch.cuda.get_device_properties(device).total_memory / 2**30 * FIT_HEADROOM
 
-    def fits(batch: int) -> tuple[bool, float]:
+    def peak(batch: int) -> float:
         try:
-            peak = step_figures(run, arch_cfg, device, batch, ids, steps=1)["peak_gb"]
+            return step_figures(run, arch_cfg, device, batch, ids, steps=1)["peak_gb"]
         except OutOfMemory:
-            return False, float("inf")
-        return peak <= total, peak
+            return float("inf")
 
-    ok, peak1 = fits(1)
-    if not ok:
-        return 0
-    ok2, peak2 = fits(2)
-    if not ok2:
-        return 1
+    return search_micro_batch(peak, total)
+
+
+def search_micro_batch(peak: Callable[[int], float], total: float) -> tuple[int, list[tuple[int, float]]]:
+    """The largest micro-batch b with peak(b) <= total, from peak(1) and peak(2) (memory is affine in the
+    micro-batch), then shrinking the guess by 10% until it fits; and every probe made, in order."""
+    probes: list[tuple[int, float]] = []
+
+    def fits(batch: int) -> bool:
+        probes.append((batch, peak(batch)))
+        return probes[-1][1] <= total
+
+    if not fits(1):
+        return 0, probes
+    if not fits(2):
+        return 1, probes
+    peak1, peak2 = probes[0][1], probes[1][1]
     per_example = max(peak2 - peak1, 1e-6)
-    guess = max(2, int((total - (peak1 - per_example)) / per_example))  # memory is affine in the micro-batch
-    while guess > 2 and not fits(guess)[0]:
+    guess = max(2, int((total - (peak1 - per_example)) / per_example))
+    while guess > 2 and not fits(guess):
         guess = int(guess * 0.9)
-    return guess
+    return guess, probes
 
 
 def _sync(device: Any) -> None:

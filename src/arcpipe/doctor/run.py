@@ -104,6 +104,8 @@ def check_run(cfg: WorkflowConfig, name: str, env: dict[str, Any], results: Path
         check.rows.append(("train step", "no CUDA: not measured"))
         check.rows.append(("eval step", "no CUDA: not measured"))
         return check
+    # the run's training and evaluation steps compile here (on CUDA, or asked for), and torch.compile works
+    compiles = paths["compile"] == "on" and (env["compile"] or {}).get("usable", False)
     try:
         train = step_figures(run, arch_cfg, device, run.micro_batch, ids)
         check.rows.append(
@@ -118,22 +120,36 @@ def check_run(cfg: WorkflowConfig, name: str, env: dict[str, Any], results: Path
                 ("memory model", f"{model:.2f} GB at micro-batch {run.micro_batch}; measured {train['peak_gb']:.2f} "
                  f"GB, measured/model {train['peak_gb'] / model:.2f}")
             )  # fmt: skip
+        if compiles:  # what the run trains with: the record (and so the forecast) takes its examples/s
+            compiled = check.figures["train_compiled"] = step_figures(
+                run, arch_cfg, device, run.micro_batch, ids, compiled=True
+            )
+            check.rows.append(
+                ("train compiled", f"{compiled['examples_per_s']:.1f} examples/s, peak {_gb(compiled['peak_gb'])} "
+                 f"({compiled['examples_per_s'] / train['examples_per_s']:.2f}x eager)")
+            )  # fmt: skip
+            train = train | {"examples_per_s": compiled["examples_per_s"], "compiled": True}
     except OutOfMemory:
         train = None
         check.rows.append(("train step", f"out of memory at micro-batch {run.micro_batch}"))
-    evaluation = eval_figures(run, arch_cfg, device, ids)
+    evaluation = eval_figures(run, arch_cfg, device, ids, compiled=compiles)
     check.figures["eval"] = evaluation
     check.rows.append(
         ("eval step", f"{evaluation['examples_per_s']:.1f} examples/s at batch {evaluation['batch']} "
-         f"({evaluation['act_steps']} ACT steps), peak {_gb(evaluation['peak_gb'])}")
+         f"({evaluation['act_steps']} ACT steps, {'compiled' if compiles else 'eager'}), "
+         f"peak {_gb(evaluation['peak_gb'])}")
     )  # fmt: skip
     if device.type == "cuda" and train is not None:
         check.rows.append(("record", _record(results, name, run, env, train, evaluation)))
     if device.type != "cuda":
         check.rows.append(("largest micro-batch", "searched on CUDA only"))
         return check
-    fit = largest_micro_batch(run, arch_cfg, device, ids)
+    fit, probes = largest_micro_batch(run, arch_cfg, device, ids)
     check.figures["largest_micro_batch"] = fit
+    check.figures["micro_batch_probes"] = probes
+    check.rows.append(
+        ("probes", ", ".join(f"{b}: " + ("out of memory" if p == float("inf") else f"{p:.2f} GB") for b, p in probes))
+    )
     if fit == 0:
         memory = env["gpus"][0]["memory_gb"]
         check.problems.append(

@@ -45,7 +45,7 @@ from arcpipe.eval.adapt import (
     fit,
     views_per_task,
 )
-from arcpipe.eval.infer import METRIC_KEYS, CandidateKeys, predict, rows_of_tasks
+from arcpipe.eval.infer import METRIC_KEYS, CandidateKeys, predict, rows_of_tasks, step_is_compiled
 from arcpipe.eval.puzzles import (
     TestPuzzles,
     load_identifiers,
@@ -128,12 +128,13 @@ def evaluate_checkpoint(
             checkpoint, dataset_dir, len(rows), test.num_tasks, env.world_size, local_batch, env.device,
         )  # fmt: skip
         keys = CandidateKeys(example_ids, identifiers, rows)
-        predictions = predict(head, split.inputs, split.labels, example_ids, rows, local_batch, env, keys)
+        compile = (meta.get("run_config") or {}).get("compile")  # a run that trains eagerly evaluates eagerly
+        predictions = predict(head, split.inputs, split.labels, example_ids, rows, local_batch, env, keys, compile)
         inference_s = time.perf_counter() - start
         controls = {}
         if "blank_puzzle_id" in config.controls:  # every rank runs the second pass; rank 0 scores it
             controls["blank_puzzle_id"] = blank_id_control(
-                head, split, example_ids, rows, local_batch, env, identifiers, test, config.pass_ks
+                head, split, example_ids, rows, local_batch, env, identifiers, test, config.pass_ks, compile
             )
         if env.rank != 0:
             return None
@@ -169,6 +170,7 @@ def evaluate_checkpoint(
             "quick_tasks": quick,
             "processes": env.world_size,
             "device": str(env.device),
+            "step": "compiled" if step_is_compiled(env.device, compile) else "eager",
         }
         if subset:
             info["quick_tasks"] = len(subset["tasks"])
@@ -239,6 +241,7 @@ def blank_id_control(
     identifiers: Sequence[str],
     test: TestPuzzles,
     ks: Sequence[int],
+    compile: bool | None = None,
 ) -> dict[str, float] | None:
     """pass@K of a second pass with every row's puzzle embedding replaced by the blank row; rank 0's, else None.
 
@@ -247,7 +250,7 @@ def blank_id_control(
     answers depend on the memorised per-puzzle embedding.
     """
     blank = np.full_like(example_ids, split.metadata.blank_identifier_id)
-    control = predict(head, split.inputs, split.labels, blank, rows, batch_size, env)
+    control = predict(head, split.inputs, split.labels, blank, rows, batch_size, env, compile=compile)
     if control is None:
         return None
     result = evaluate_predictions(
@@ -336,7 +339,8 @@ def predict_challenges(
             )
         del ckpt  # the weights live in the model now
         rows = np.arange(len(example_ids), dtype=np.int64)
-        predictions = predict(head, inputs, label_tokens, example_ids, rows, local_batch, env)
+        compile = (meta.get("run_config") or {}).get("compile")
+        predictions = predict(head, inputs, label_tokens, example_ids, rows, local_batch, env, compile=compile)
         if env.rank != 0:
             return None
         assert predictions is not None

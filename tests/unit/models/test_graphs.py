@@ -285,9 +285,8 @@ def test_evaluation_runs_exactly_halt_max_steps_as_the_old_loop(arch: str) -> No
 # expansion), only narrower: hidden_size 8 per head, so that CPU time stays in seconds; width changes no control
 # flow. `fullgraph=True` makes any graph break an error, `error_on_recompile` any recompilation. The training step
 # goes through aot_eager (dynamo, then AOT autograd's joint forward and backward graph, as torch.compile in
-# train/loop.py does before inductor); the evaluation step through dynamo alone (backend "eager": one graph, compiled
-# once over every ACT step), since no evaluation compiles (eval/infer.py runs eager) and the training step's AOT
-# trace already covers the same forward. AOT on the evaluation graph was a third of this test's time.
+# train/loop.py does before inductor); the evaluation step too, under no_grad (one inference graph, compiled once
+# over every ACT step), as eval/infer.py compiles it on CUDA before inductor.
 PUBLISHED = [(arch, preset) for arch, presets in PRESETS.items() for preset in presets if preset != "tiny"]
 
 
@@ -319,7 +318,7 @@ def test_published_structure_compiles_whole_once_and_matches_eager(arch: str, pr
             torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-6, msg=name)
 
     torch._dynamo.reset()
-    evaluate = CompileCounterWithBackend("eager")
+    evaluate = CompileCounterWithBackend("aot_eager")
     step = torch.compile(head.step, backend=evaluate, fullgraph=True)
     eager.eval(), head.eval()
     batch = make_batch(B, 2, seq_len=L)
@@ -336,11 +335,11 @@ def test_published_structure_compiles_whole_once_and_matches_eager(arch: str, pr
 
 
 def test_evaluation_and_the_embedding_hook_do_not_import_dynamo() -> None:
-    """Importing torch._dynamo costs 1.3-1.6 s of CPU per process. An evaluation process (every `arcpipe evaluate`
-    job) compiles nothing and must not import it; nor must the puzzle embedding's gradient hook in a backward (it
-    marks itself out of the graph only in a process that has dynamo). A torch optimizer's constructor imports it
-    (torch.optim.Optimizer.add_param_group), so a training process does; the hook then takes the disabled path
-    and SignSGD still learns."""
+    """Importing torch._dynamo costs 1.3-1.6 s of CPU per process. An evaluation process on CPU (every CPU `arcpipe
+    evaluate` job) compiles nothing and must not import it; nor must the puzzle embedding's gradient hook in a
+    backward (it marks itself out of the graph only in a process that has dynamo). A torch optimizer's constructor
+    imports it (torch.optim.Optimizer.add_param_group), so a training process does; the hook then takes the disabled
+    path and SignSGD still learns."""
     code = """
 import sys
 import torch
