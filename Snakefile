@@ -22,12 +22,14 @@ include: "rules/eval.smk"
 include: "rules/report.smk"
 
 
-# the last lines of a run: per run its pass@K, training accuracy and GPU-hours, or each failed job's own error
+# the last lines of a run: per run its pass@K, training accuracy and GPU-hours, or each failed job's own error (after
+# a failure or Ctrl-C, first the cancelling of cluster jobs Snakemake missed: arcpipe.driver.cancel_leftovers)
 onsuccess:
     on_success(workflow, CFG)
 
 
 onerror:
+    on_driver_error()
     on_failure(workflow, log)
 
 

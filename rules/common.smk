@@ -14,7 +14,7 @@ from arcpipe.jobs import (
     preflight_resources,
     slurm_partitions,
 )
-from arcpipe.driver import record_executor, register, take_over
+from arcpipe.driver import cancel_leftovers, record_executor, register, take_over
 from arcpipe.doctor.memory import fit_problems
 from arcpipe.forecast import forecast_header, forecast_line, forecast_runs
 from arcpipe.gates import gate_epoch, gate_status, read_record
@@ -758,6 +758,13 @@ def on_driver_start(workflow):
     stop_if_retraining(workflow)
     if workflow.executor_plugin and workflow.executor_plugin.name == "slurm":
         stop_if_partitions_missing(workflow)
+
+
+def on_driver_error():
+    """onerror (a failed or interrupted run): cancel this driver's cluster jobs that may still run (arcpipe.driver)."""
+    line = cancel_leftovers(Path("."))
+    if line:
+        print(f"arcpipe: {line}", file=sys.stderr)
 
 
 def stop_workflow(workflow, problems):

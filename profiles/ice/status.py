@@ -6,6 +6,8 @@
 Snakemake aborts the whole run when this exits non-zero, so it never does: any kubectl or API trouble
 (timeouts, 5xx, a restarting API server) prints `running` and Snakemake asks again on its next poll. A Job that
 no longer exists has failed (deleted by hand or by a cancel). Kueue's suspended Jobs are `running` (queued).
+A Job seen ended is noted in the driver's ledger beside submit.py's lines, so that the driver, when it fails or is
+interrupted, cancels only the Jobs that may still run (arcpipe.driver.cancel_leftovers).
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import json
 import os
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 
 def classify(job: dict) -> str:
@@ -53,5 +57,19 @@ def status(job_id: str) -> str:
         return "running"
 
 
+def note_ended(job_id: str, state: str) -> None:
+    """Append "<time> <job> <state>" to the driver's ledger (cwd is the workflow's directory), if it keeps one."""
+    ledger = Path(".snakemake") / "arcpipe-submitted"
+    if state != "running" and ledger.is_file():
+        try:
+            with open(ledger, "a") as f:
+                f.write(f"{time.time():.3f} {job_id} {state}\n")
+        except OSError as err:  # never fail the status command over it
+            print(f"status.py: {job_id}: could not note it in {ledger}: {err}", file=sys.stderr)
+
+
 if __name__ == "__main__":
-    print(status(sys.argv[1]) if len(sys.argv) == 2 else "running")
+    state = status(sys.argv[1]) if len(sys.argv) == 2 else "running"
+    if len(sys.argv) == 2:
+        note_ended(sys.argv[1], state)
+    print(state)

@@ -132,13 +132,54 @@ def orphan_candidates(record: dict[str, Any], workdir: Path) -> list[str]:
         out = subprocess.run(["squeue", "-h", "-o", "%i|%Z"], capture_output=True, text=True, timeout=60).stdout
         here = workdir.resolve()
         return sorted(i for i, _, d in (line.partition("|") for line in out.splitlines()) if Path(d).resolve() == here)
-    ledger = workdir / LEDGER
+    return _unfinished(workdir / LEDGER, float(record.get("started") or 0) - 60)
+
+
+def _unfinished(ledger: Path, since: float) -> list[str]:
+    """The Jobs submitted since `since` (a time) that the ledger does not record as finished: submit.py appends
+    "<time> <namespace>/<job>", status.py "<time> <namespace>/<job> <success|failed>" once it sees one end."""
     try:
         lines = ledger.read_text().splitlines()
     except OSError:
         return []
-    since = float(record.get("started") or 0)
-    return sorted({job for t, _, job in (line.partition(" ") for line in lines) if job and float(t) >= since - 60})
+    submitted, finished = set(), set()
+    for fields in (line.split() for line in lines):
+        if len(fields) == 2 and float(fields[0]) >= since:
+            submitted.add(fields[1])
+        elif len(fields) == 3:
+            finished.add(fields[1])
+    return sorted(submitted - finished)
+
+
+def cancel_leftovers(workdir: Path) -> str | None:
+    """onerror (a failed or interrupted run): cancel what this driver submitted that may still run; the line to
+    print, or None when nothing was left. Snakemake cancels its active jobs on Ctrl-C, but a job whose status is
+    being queried at that moment is missing from its list (snakemake-interface-executor-plugins' RemoteExecutor
+    takes every job out of the list while it checks them), so such a job would train on, unseen and paid for, until
+    its time limit. A run that failed without Ctrl-C waited for its running jobs, so this finds nothing then."""
+    record = read_record(workdir)
+    if record is None or record.get("pid") != os.getpid():
+        return None  # not the driver (a dry run, a job inside the cluster)
+    executor = record.get("executor")
+    try:
+        if executor == "slurm":
+            ids = orphan_candidates(record, workdir)  # what squeue still lists in this workflow's directory
+            if ids:
+                subprocess.run(["scancel", *ids], check=False, timeout=60)
+        elif executor == "cluster-generic" and record.get("cancel"):
+            ids = _unfinished(workdir / LEDGER, float(record.get("started") or 0))
+            if ids:  # the ICE profile's cancel.sh: deletes without waiting, returns at once
+                subprocess.run([*shlex.split(record["cancel"]), *ids], check=False, timeout=60)
+        else:
+            return None
+    except (OSError, subprocess.SubprocessError) as err:
+        return f"could not cancel this driver's jobs that may still run ({err}); look for them with your scheduler"
+    if not ids:
+        return None
+    return (
+        f"cancelled the {len(ids)} {executor} job(s) of this run not seen to end (Snakemake's own cancel misses a job "
+        f"whose status it is checking): {', '.join(ids)}"
+    )
 
 
 def _slurm_running(ids: list[str]) -> list[str]:

@@ -10,7 +10,8 @@ container's env (plus PATH/HOME/LANG/TMPDIR of this process, standing in for the
 from the JSON file FAKE_KUBECTL_SECRETS ({"secret": {"key": "value"}}), JOB_COMPLETION_INDEX for Indexed Jobs
 and `timeout` for activeDeadlineSeconds. There is no DNS, so ARCPIPE_MASTER_ADDR becomes 127.0.0.1 and
 ARCPIPE_MASTER_PORT a free port. FAKE_KUBECTL_FAIL_EVERY=N makes every Nth `get` fail like an unreachable API
-server. Everything (objects, pod logs, exit codes, the call log) lives under FAKE_KUBECTL_STATE.
+server, FAKE_KUBECTL_GET_DELAY_S=S every `get` take S seconds (a file get-busy-PID exists meanwhile). Everything
+(objects, pod logs, exit codes, the call log) lives under FAKE_KUBECTL_STATE.
 """
 
 from __future__ import annotations
@@ -91,6 +92,12 @@ def _get(args: list[str]) -> int:
     kind, name, ns = args[0], args[1], _option(args, "-n", "default")
     if kind not in ("job", "jobs"):
         return _error("fake kubectl only supports get job")
+    delay = float(os.environ.get("FAKE_KUBECTL_GET_DELAY_S", "0"))
+    if delay:  # a slow API server; the file says a `get` is under way
+        busy = STATE / f"get-busy-{os.getpid()}"
+        busy.write_text(name)
+        time.sleep(delay)
+        busy.unlink()
     path = _path(ns, "Job", name)
     if not path.exists():
         return _error(f'Error from server (NotFound): jobs.batch "{name}" not found')

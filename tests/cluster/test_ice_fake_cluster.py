@@ -88,18 +88,27 @@ def test_cpu_multi_gpu_and_two_pod_jobs_run_through_api_hiccups(tmp_path: Path, 
     assert files_containing(tmp_path, SENTINEL) == [tmp_path / "secrets.json"]
 
 
-def test_ctrl_c_cancels_running_jobs_without_waiting(tmp_path: Path, fake_ice: dict) -> None:
+# Snakemake's executors take every job out of their active list while they check its status, so a Ctrl-C during a
+# check cancels nothing through the profile; the driver's onerror then cancels what its ledger does not show ended
+# (arcpipe.driver.cancel_leftovers). Both moments: between checks, and inside one (a `get` slowed to 12 s).
+@pytest.mark.parametrize("get_delay", [0, 12], ids=["between-status-checks", "during-a-status-check"])
+def test_ctrl_c_cancels_running_jobs_without_waiting(tmp_path: Path, fake_ice: dict, get_delay: int) -> None:
     configfile = write_runs(tmp_path / "runs.json", {"slow": {"nodes": 2, "gpus_per_node": 0, "hang": True}})
     argv = [str(Path(sys.executable).parent / "snakemake"), *ice_args(configfile), "all"]
     log = open(tmp_path / "snakemake.log", "w")  # noqa: SIM115 - closed below, after the process ends
-    proc = subprocess.Popen(argv, cwd=tmp_path, env=fake_ice, stdout=log, stderr=subprocess.STDOUT)
-    pods = Path(fake_ice["FAKE_KUBECTL_STATE"]) / "arcpipe/pods"
+    env = {**fake_ice, "FAKE_KUBECTL_GET_DELAY_S": str(get_delay)}
+    proc = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT)
+    state = Path(fake_ice["FAKE_KUBECTL_STATE"])
+    pods = state / "arcpipe/pods"
     try:
         deadline = time.monotonic() + 240
         while not list(pods.glob("smk-train-slow-*/1.log")) and time.monotonic() < deadline:
             time.sleep(0.5)
         assert list(pods.glob("smk-train-slow-*/1.log")), (tmp_path / "snakemake.log").read_text()[-3000:]
         time.sleep(3)  # both pods are inside the hanging rule
+        while get_delay and not _status_check_under_way(state, "smk-train-slow"):
+            assert time.monotonic() < deadline, "no status check of the training Job began"
+            time.sleep(0.2)
         started = time.monotonic()
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=120)
@@ -139,8 +148,14 @@ def test_status_survives_api_errors_and_reports_outcomes(fake_ice: dict) -> None
     }
     assert kubectl(fake_ice, "create", "-f", "-", "-o", "json", stdin=json.dumps(job)).returncode == 0
 
+    workdir = Path(fake_ice["FAKE_KUBECTL_STATE"]).parent / "workflow"  # the driver's ledger, as submit.py starts it
+    ledger = workdir / ".snakemake/arcpipe-submitted"
+    ledger.parent.mkdir(parents=True)
+    ledger.write_text("1.000 arcpipe/deadline\n")
+
     def ask(job_id: str, **extra: str) -> subprocess.CompletedProcess:
-        return subprocess.run([*status, job_id], env={**fake_ice, **extra}, capture_output=True, text=True)
+        env = {**fake_ice, **extra}
+        return subprocess.run([*status, job_id], env=env, cwd=workdir, capture_output=True, text=True)
 
     first = ask("arcpipe/deadline")
     assert (first.returncode, first.stdout) == (0, "running\n")
@@ -154,6 +169,10 @@ def test_status_survives_api_errors_and_reports_outcomes(fake_ice: dict) -> None
         time.sleep(0.1)
     assert ask("arcpipe/deadline").stdout == "failed\n"
     assert ask("arcpipe/never-existed").stdout == "failed\n"
+    # only the ends are noted, each time they are seen (the driver cancels what has none: arcpipe.driver)
+    lines = [line.split()[1:] for line in ledger.read_text().splitlines()]
+    assert lines[0] == ["arcpipe/deadline"] and ["arcpipe/deadline", "running"] not in lines
+    assert ["arcpipe/deadline", "failed"] in lines and lines[-1] == ["arcpipe/never-existed", "failed"]
 
 
 def test_cancel_returns_at_once_even_when_the_api_hangs(tmp_path: Path) -> None:
@@ -175,3 +194,13 @@ def test_cancel_returns_at_once_even_when_the_api_hangs(tmp_path: Path) -> None:
         time.sleep(0.05)
     for pid in pids.read_text().split():
         os.kill(int(pid), signal.SIGKILL)
+
+
+def _status_check_under_way(state: Path, job_prefix: str) -> bool:
+    for busy in state.glob("get-busy-*"):
+        try:
+            if busy.read_text().startswith(job_prefix):
+                return True
+        except FileNotFoundError:  # that `get` just ended
+            pass
+    return False

@@ -170,7 +170,7 @@ def evaluate_checkpoint(
             "quick_tasks": quick,
             "processes": env.world_size,
             "device": str(env.device),
-            "step": "compiled" if step_is_compiled(env.device, compile) else "eager",
+            "model_step": "compiled" if step_is_compiled(env.device, compile) else "eager",
         }
         if subset:
             info["quick_tasks"] = len(subset["tasks"])

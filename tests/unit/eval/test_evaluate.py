@@ -127,6 +127,7 @@ def test_two_gloo_processes_give_the_same_results_as_one(checkpoint, tiny_datase
         assert proc.returncode == 0, proc.stdout + proc.stderr
     one, two = (json.loads((tmp_path / n / "metrics.json").read_text()) for n in ("one", "two"))
     assert two["info"]["processes"] == 2
+    assert one["info"]["model_step"] == two["info"]["model_step"] == "eager"  # compiled on CUDA only
     for key in ("pass@1", "pass@2", "pass@10", "num_predictions_used", "eval/accuracy", "eval/exact_accuracy", "depth"):
         assert one[key] == two[key], key
     assert one["controls"] == two["controls"]
