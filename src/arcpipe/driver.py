@@ -144,11 +144,20 @@ def _unfinished(ledger: Path, since: float) -> list[str]:
         return []
     submitted, finished = set(), set()
     for fields in (line.split() for line in lines):
-        if len(fields) == 2 and float(fields[0]) >= since:
-            submitted.add(fields[1])
-        elif len(fields) == 3:
+        if len(fields) == 3:
             finished.add(fields[1])
+        elif len(fields) == 2 and _time(fields[0]) >= since:
+            submitted.add(fields[1])
     return sorted(submitted - finished)
+
+
+def _time(field: str) -> float:
+    """A ledger line's time; an unreadable one (garbled by a crash) counts as this run's: a Job left running costs
+    more than deleting one that has ended."""
+    try:
+        return float(field)
+    except ValueError:
+        return float("inf")
 
 
 def cancel_leftovers(workdir: Path) -> str | None:
