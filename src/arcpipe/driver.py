@@ -170,17 +170,12 @@ def cancel_leftovers(workdir: Path) -> str | None:
     if record is None or record.get("pid") != os.getpid():
         return None  # not the driver (a dry run, a job inside the cluster)
     executor = record.get("executor")
+    if executor != "slurm" and not (executor == "cluster-generic" and record.get("cancel")):
+        return None
     try:
-        if executor == "slurm":
-            ids = orphan_candidates(record, workdir)  # what squeue still lists in this workflow's directory
-            if ids:
-                subprocess.run(["scancel", *ids], check=False, timeout=60)
-        elif executor == "cluster-generic" and record.get("cancel"):
-            ids = _unfinished(workdir / LEDGER, float(record.get("started") or 0))
-            if ids:  # the ICE profile's cancel.sh: deletes without waiting, returns at once
-                subprocess.run([*shlex.split(record["cancel"]), *ids], check=False, timeout=60)
-        else:
-            return None
+        ids = orphan_candidates(record, workdir)  # SLURM: what squeue lists here; ICE: the ledger's unfinished Jobs
+        if ids:
+            _cancel(record, ids)  # the ICE profile's cancel.sh deletes without waiting and returns at once
     except (OSError, subprocess.SubprocessError) as err:
         return f"could not cancel this driver's jobs that may still run ({err}); look for them with your scheduler"
     if not ids:
@@ -189,6 +184,12 @@ def cancel_leftovers(workdir: Path) -> str | None:
         f"cancelled the {len(ids)} {executor} job(s) of this run not seen to end (Snakemake's own cancel misses a job "
         f"whose status it is checking): {', '.join(ids)}"
     )
+
+
+def _cancel(record: dict[str, Any], ids: list[str]) -> None:
+    """Cancel jobs through the driver's executor: scancel on SLURM, else the profile's cancel command."""
+    argv = ["scancel"] if record.get("executor") == "slurm" else shlex.split(record["cancel"])
+    subprocess.run([*argv, *ids], check=False, timeout=60)
 
 
 def _slurm_running(ids: list[str]) -> list[str]:
@@ -219,19 +220,16 @@ def cancel_and_wait(record: dict[str, Any], ids: list[str]) -> str:
         return "no cluster job to cancel"
     if executor == "slurm":
         running = _slurm_running
-        ids = running(ids) if ids else []
-        if ids:
-            subprocess.run(["scancel", *ids], check=False, timeout=60)
     elif executor == "cluster-generic" and record.get("cancel") and record.get("status"):
         running = _status_running(record["status"])
-        ids = running(ids) if ids else []
-        if ids:
-            subprocess.run([*shlex.split(record["cancel"]), *ids], check=False, timeout=60)
     else:
         raise RuntimeError(
             f"the dead driver used executor {executor!r}, which arcpipe cannot cancel jobs of: cancel {ids} "
             "by hand, then run `snakemake --unlock` and the same command again"
         )
+    ids = running(ids) if ids else []
+    if ids:
+        _cancel(record, ids)
     deadline = time.monotonic() + CANCEL_WAIT_S
     left = running(ids)
     while left and time.monotonic() < deadline:
