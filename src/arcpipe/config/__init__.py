@@ -33,7 +33,7 @@ from arcpipe.config.load import (
     validation_problems,
     workflow_config,
 )
-from arcpipe.config.runs import EXECUTION_FIELDS, GateConfig, RunConfig, cost_per_hour, training_changes
+from arcpipe.config.runs import EXECUTION_FIELDS, GateConfig, RunConfig, compiles, cost_per_hour, training_changes
 from arcpipe.config.stop import QuickEvalConfig, StopConfig, stop_problems
 from arcpipe.config.workflow import MAX_EVALUATIONS, WorkflowConfig, json_schema
 
@@ -57,6 +57,7 @@ __all__ = [
     "UrlSource",
     "WorkflowConfig",
     "config_hash",
+    "compiles",
     "cost_per_hour",
     "format_validation_error",
     "json_schema",

@@ -209,6 +209,12 @@ def _arch_errors(arch: str, preset: str, overrides: Mapping[str, Any]) -> list[I
     return errors
 
 
+def compiles(compile: bool | None, device_type: str) -> bool:
+    """Whether a model step is torch.compile'd: a run's `compile` when set, else on CUDA only (training, evaluation
+    and the doctor's measurements all follow this)."""
+    return compile if compile is not None else device_type == "cuda"
+
+
 def cost_per_hour(run: RunConfig, price: float) -> float:
     return math.prod((run.nodes, run.gpus_per_node, price))
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from arcpipe.config import RunConfig
+from arcpipe.config import RunConfig, compiles
 
 
 def compile_check(device: str) -> dict[str, Any]:
@@ -104,7 +104,7 @@ def backends(run: RunConfig, device: Any) -> dict[str, str]:
     dtype = default_forward_dtype(device)
     attention, attention_why = attention_path(arch_cfg, device, dtype)
     optimizer, optimizer_why = optimizer_path(run, device)
-    compiled = run.compile if run.compile is not None else torch.device(device).type == "cuda"
+    compiled = compiles(run.compile, torch.device(device).type)
     return {
         "device": str(device),
         "dtype": dtype_name(dtype),

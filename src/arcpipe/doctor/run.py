@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from arcpipe.config import RunConfig, WorkflowConfig
+from arcpipe.config import RunConfig, WorkflowConfig, compiles
 from arcpipe.doctor.backends import backends, compile_check, first_calls
 from arcpipe.doctor.measure import (
     ARC_SEQ_LEN,
@@ -71,7 +71,7 @@ def check_run(cfg: WorkflowConfig, name: str, env: dict[str, Any], results: Path
     check.rows.append(("attention", f"{paths['attention']}: {paths['attention_why']}{where}"))
     check.rows.append(("optimizer", f"{paths['optimizer']}: {paths['optimizer_why']}{where}"))
     if device is None:  # what the run would do on its GPUs; nothing to check here
-        paths["compile"] = "on (on CUDA)" if (run.compile if run.compile is not None else run.cuda) else "off"
+        paths["compile"] = "on (on CUDA)" if compiles(run.compile, "cuda" if run.cuda else "cpu") else "off"
     elif paths["compile"] == "on":
         if env["compile"] is None:  # a CPU run that asks for compile: checked on the CPU
             env["compile"] = compile_check(str(device))
@@ -105,7 +105,7 @@ def check_run(cfg: WorkflowConfig, name: str, env: dict[str, Any], results: Path
         check.rows.append(("eval step", "no CUDA: not measured"))
         return check
     # the run's training and evaluation steps compile here (on CUDA, or asked for), and torch.compile works
-    compiles = paths["compile"] == "on" and (env["compile"] or {}).get("usable", False)
+    compiles_here = paths["compile"] == "on" and (env["compile"] or {}).get("usable", False)
     try:
         train = step_figures(run, arch_cfg, device, run.micro_batch, ids)
         check.rows.append(
@@ -120,7 +120,7 @@ def check_run(cfg: WorkflowConfig, name: str, env: dict[str, Any], results: Path
                 ("memory model", f"{model:.2f} GB at micro-batch {run.micro_batch}; measured {train['peak_gb']:.2f} "
                  f"GB, measured/model {train['peak_gb'] / model:.2f}")
             )  # fmt: skip
-        if compiles:  # what the run trains with: the record (and so the forecast) takes its examples/s
+        if compiles_here:  # what the run trains with: the record (and so the forecast) takes its examples/s
             compiled = check.figures["train_compiled"] = step_figures(
                 run, arch_cfg, device, run.micro_batch, ids, compiled=True
             )
@@ -132,11 +132,11 @@ def check_run(cfg: WorkflowConfig, name: str, env: dict[str, Any], results: Path
     except OutOfMemory:
         train = None
         check.rows.append(("train step", f"out of memory at micro-batch {run.micro_batch}"))
-    evaluation = eval_figures(run, arch_cfg, device, ids, compiled=compiles)
+    evaluation = eval_figures(run, arch_cfg, device, ids, compiled=compiles_here)
     check.figures["eval"] = evaluation
     check.rows.append(
         ("eval step", f"{evaluation['examples_per_s']:.1f} examples/s at batch {evaluation['batch']} "
-         f"({evaluation['act_steps']} ACT steps, {'compiled' if compiles else 'eager'}), "
+         f"({evaluation['act_steps']} ACT steps, {'compiled' if compiles_here else 'eager'}), "
          f"peak {_gb(evaluation['peak_gb'])}")
     )  # fmt: skip
     if device.type == "cuda" and train is not None:

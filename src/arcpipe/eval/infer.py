@@ -34,6 +34,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from arcpipe.config import compiles
 from arcpipe.eval.grids import crop_shapes, grid_keys, invert_crops
 from arcpipe.eval.puzzles import parse_identifiers
 
@@ -128,9 +129,7 @@ def predict(
 def step_is_compiled(device: torch.device | None, compile: bool | None = None) -> bool:
     """Whether `predict` compiles the model's step on `device`: `compile` when given (a run's `compile`), else on
     CUDA. On an H200 the compiled evaluation step ran 2.5x the eager one's examples/s (benchmarks/RESULTS.md)."""
-    if compile is not None:
-        return compile
-    return device is not None and torch.device(device).type == "cuda"
+    return compiles(compile, torch.device(device).type if device is not None else "cpu")
 
 
 class CandidateKeys:

@@ -26,7 +26,7 @@ import torch
 import torch.distributed as dist
 
 import arcpipe
-from arcpipe.config import ArcpipeError, RunConfig, WorkflowConfig, config_hash, load_config
+from arcpipe.config import ArcpipeError, RunConfig, WorkflowConfig, compiles, config_hash, load_config
 from arcpipe.data.dataset import Split, identifiers_sha256, load_split
 from arcpipe.models.act import Carry
 from arcpipe.models.io import save_weights
@@ -96,7 +96,7 @@ class Trainer:
         )
         self.ema = EMA(self.head, self.run.ema_rate) if self.run.ema else None
         self.step_fn = self.head.step  # (carry, batch) -> carry, loss, metrics, outputs; no host sync
-        if self.run.compile if self.run.compile is not None else self.device.type == "cuda":
+        if compiles(self.run.compile, self.device.type):
             self.step_fn = torch.compile(self.head.step)
         self.total_steps = total_steps(
             self.run.epochs, meta.total_groups, meta.mean_puzzle_examples, self.run.global_batch_size
