@@ -108,6 +108,7 @@ class Case:
     eval_batches: int
     compile: bool
     train: bool = True  # False (--eval-only): evaluation rows alone
+    eager: bool = True  # False (--no-eager): the compiled training step alone
 
 
 @dataclass
@@ -130,6 +131,13 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10, help="timed training steps")
     parser.add_argument("--eval-batches", type=int, default=2, help="timed evaluation batches (after one warm-up)")
     parser.add_argument("--no-compile", action="store_true", help="GPU rows: skip the compiled training step")
+    parser.add_argument("--no-eager", action="store_true", help="GPU rows: skip the eager training step")
+    parser.add_argument(
+        "--sides",
+        choices=("both", "arcpipe", "upstream"),
+        default="both",
+        help="with --upstream: measure one side only (a short GPU slot; ratios need both in one invocation)",
+    )
     parser.add_argument("--eval-only", action="store_true", help="measure evaluation alone (no training rows)")
     parser.add_argument("--cpu-preset", default="tiny")
     parser.add_argument("--cpu-batch", type=int, default=4, help="CPU rows: micro-batch and evaluation batch")
@@ -164,7 +172,7 @@ def main() -> None:
             print(f"{name:<22} skipped (no CUDA)")
             continue
         case = _case(cfg, name, cfg.runs[name].preset, None, torch.device("cuda"), args, compile=not args.no_compile)
-        _measure(case, args.upstream, peak)
+        _measure(case, args.upstream, peak, args.sides)
 
     cpu_archs = args.cpu_archs if args.cpu_archs is not None else list(dict.fromkeys(cfg.runs[n].arch for n in names))
     if cpu_archs:
@@ -183,7 +191,7 @@ def main() -> None:
             print(f"{arch:<22} skipped (no selected full run of this arch)")
             continue
         cpu = _case(cfg, name, args.cpu_preset, args.cpu_batch, torch.device("cpu"), args, compile=args.cpu_compile)
-        _measure(cpu, args.upstream, None)
+        _measure(cpu, args.upstream, None, args.sides)
 
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     print(f"\nwall {time.perf_counter() - started:.1f} s, peak RSS {rss:.2f} GiB")
@@ -219,6 +227,7 @@ def _case(
             "compile": compile,
             "wandb": "disabled",
             "simulate_gpus": False,
+            "gate": None,  # a staged run's gate names its validation run, which this one-run config does not hold
         }
     )
     return Case(
@@ -235,23 +244,27 @@ def _case(
         eval_batches=args.cpu_steps if on_cpu else args.eval_batches,
         compile=compile,
         train=not args.eval_only,
+        eager=on_cpu or not args.no_eager,
     )
 
 
-def _measure(case: Case, upstream: Path | None, peak: float | None) -> None:
+def _measure(case: Case, upstream: Path | None, peak: float | None, sides: str = "both") -> None:
     with tempfile.TemporaryDirectory(prefix="arcpipe-gpu-bench-") as tmp:
         data = _synthetic_dataset(Path(tmp) / "data", case)
-        ours = _arcpipe(case, data, Path(tmp) / "out")
-        _print(case, ours, peak)
-        if upstream is None:
+        ours = None
+        if sides != "upstream" or upstream is None:
+            ours = _arcpipe(case, data, Path(tmp) / "out")
+            _print(case, ours, peak)
+        if upstream is None or sides == "arcpipe":
             return
         checkout = _checkout(upstream, case.run.arch)
         if checkout is None:
             print(f"{'':<22} upstream: skipped (no checkout of {case.run.arch} under {upstream})")
             return
         theirs = _upstream(case, data, checkout)
-        _print(case, theirs, peak)
-        _print_ratios(ours, theirs)
+        _print(case, theirs, peak, named=ours is None)
+        if ours is not None:
+            _print_ratios(ours, theirs)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -260,10 +273,10 @@ def _measure(case: Case, upstream: Path | None, peak: float | None) -> None:
 
 def _arcpipe(case: Case, data: Path, out: Path) -> Row:
     row = Row("arcpipe")
-    if case.train:
+    if case.train and case.eager:
         row.eager, row.train_peak, row.params = _arcpipe_train(case, data, out / "eager", compiled=False)
     if case.train and case.compile:
-        row.compiled, row.train_peak, _ = _arcpipe_train(case, data, out / "compiled", compiled=True)
+        row.compiled, row.train_peak, row.params = _arcpipe_train(case, data, out / "compiled", compiled=True)
     row.evaluation, row.eval_peak = _arcpipe_evaluate(case)
     if step_is_compiled(case.device):
         row.notes.append("evaluation: the step compiled, as `arcpipe evaluate` runs it on CUDA")
@@ -312,10 +325,10 @@ def _upstream(case: Case, data: Path, checkout: Path) -> Row:
     with _upstream_tree(checkout, row.notes):
         build = _upstream_builder(case)
         optimizers = _upstream_optimizer_maker(case, checkout, row.notes)
-        if case.train:
+        if case.train and case.eager:
             row.eager, row.train_peak, row.params = _upstream_train(case, data, build, optimizers, compiled=False)
         if case.train and case.compile:
-            row.compiled, row.train_peak, _ = _upstream_train(case, data, build, optimizers, compiled=True)
+            row.compiled, row.train_peak, row.params = _upstream_train(case, data, build, optimizers, compiled=True)
         # upstream evaluates the model it trains: compiled on CUDA (pretrain.py), eager on CPU unless --cpu-compile
         row.evaluation, row.eval_peak = _upstream_evaluate(case, build)
     return row
@@ -663,13 +676,13 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _print(case: Case, row: Row, peak: float | None) -> None:
+def _print(case: Case, row: Row, peak: float | None, named: bool = False) -> None:
     train = train_flops_per_example(case.arch_cfg, SEQ_LEN, VOCAB).total
     evaluation = eval_flops_per_step(case.arch_cfg, SEQ_LEN, VOCAB).total * eval_steps(case.arch_cfg)
     best = row.compiled or row.eager
     speed_up = row.compiled / row.eager if row.compiled and row.eager else None
     print(
-        f"{case.name if row.side == 'arcpipe' else '':<22} {row.side:<18} {case.run.global_batch_size:>5} "
+        f"{case.name if row.side == 'arcpipe' or named else '':<22} {row.side:<18} {case.run.global_batch_size:>5} "
         f"{row.params / 1e6:>6.2f}M {train / 1e9:>9.2f} {_f(row.eager, 10)} {_f(row.compiled, 9)} "
         f"{_x(speed_up, 8)} {_mfu(best, train, peak)} {_gib(row.train_peak)} | {case.eval_batch:>10} "
         f"{_f(row.evaluation, 9)} {_mfu(row.evaluation, evaluation, peak)} {_gib(row.eval_peak)}"

@@ -28,3 +28,20 @@ def test_gpu_benchmark_runs_on_cpu_and_skips_the_gpu_rows() -> None:
     (cpu_row,) = [line for line in lines if line.startswith("trm-arc1@tiny")]
     assert re.search(r"arcpipe\s+4\s+[\d.]+M\s+[\d.]+\s+[\d.]+\s+-", cpu_row), cpu_row  # eager ex/s; no compiled step
     assert lines[-1].startswith("wall ")
+
+
+def test_gpu_benchmark_measures_a_gated_run_alone() -> None:
+    # urm-arc1 is gated on urm-arc1-validate; the benchmark measures the run's step in a one-run config, which must
+    # not carry the gate (the first GPU session's urm row failed on it: "gate.run='urm-arc1-validate' is not a run")
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "gpu.py"), "--runs", "urm-arc1", "--cpu-archs", "urm"]
+        + ["--cpu-steps", "1"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (cpu_row,) = [line for line in proc.stdout.splitlines() if line.startswith("urm-arc1@tiny")]
+    assert re.search(r"arcpipe\s+4\s+[\d.]+M\s+[\d.]+\s+[\d.]+\s+-", cpu_row), cpu_row
