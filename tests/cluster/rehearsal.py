@@ -90,7 +90,7 @@ def kill_driver_while_training(work: Path, args: list[str], env: dict, training:
 def final_weights(work: Path, run: str, epoch: int) -> dict:
     import torch
 
-    return torch.load(work / f"results/runs/{run}/ckpt/epoch_{epoch}.pt", map_location="cpu", weights_only=False)[
+    return torch.load(work / f"results/runs/{run}/ckpt/epoch_{epoch}.pt", map_location="cpu", weights_only=True)[
         "model"
     ]
 

@@ -142,7 +142,7 @@ def test_status_survives_api_errors_and_reports_outcomes(fake_ice: dict) -> None
         "kind": "Job",
         "metadata": {"name": "deadline", "namespace": "arcpipe"},
         "spec": {
-            "activeDeadlineSeconds": 1,
+            "activeDeadlineSeconds": 6,  # the three asks below come first, each a Python process: seconds on a busy box
             "template": {"spec": {"containers": [{"name": "c", "image": "x", "command": ["sleep", "30"]}]}},
         },
     }
@@ -163,7 +163,7 @@ def test_status_survives_api_errors_and_reports_outcomes(fake_ice: dict) -> None
     assert (hiccup.returncode, hiccup.stdout) == (0, "running\n") and "Unable to connect" in hiccup.stderr
     no_kubectl = ask("arcpipe/deadline", KUBECTL="/nonexistent/kubectl")
     assert (no_kubectl.returncode, no_kubectl.stdout) == (0, "running\n")
-    for _ in range(100):  # activeDeadlineSeconds=1: the pod is killed, the Job fails
+    for _ in range(300):  # activeDeadlineSeconds=6: the pod is killed, the Job fails
         if ask("arcpipe/deadline").stdout == "failed\n":
             break
         time.sleep(0.1)

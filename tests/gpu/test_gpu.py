@@ -427,7 +427,7 @@ def _differences(a: Path, b: Path) -> list[str]:
     """Files of run b whose weights, optimizer state or metrics steps differ from run a's."""
     found = []
     for name in ("ckpt/epoch_2.pt", "ckpt/epoch_4.pt"):
-        wa, wb = (torch.load(run / name, map_location="cpu", weights_only=False)["model"] for run in (a, b))
+        wa, wb = (torch.load(run / name, map_location="cpu", weights_only=True)["model"] for run in (a, b))
         found += [f"{name}:{k}" for k in wa if not torch.equal(wa[k], wb[k])]
     sa, sb = (load_state(run / "state/epoch_4.pt") for run in (a, b))
     found += [f"state/epoch_4.pt:model:{k}" for k in sa["model"] if not torch.equal(sa["model"][k], sb["model"][k])]

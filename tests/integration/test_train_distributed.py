@@ -38,7 +38,7 @@ def trained(tiny_dataset, tmp_path_factory, write_config) -> dict[str, dict[str,
     weights = {}
     for name, changes in RUNS.items():
         _run(config, name, tiny_dataset, root / name, nodes=changes.get("nodes", 1))
-        weights[name] = torch.load(root / name / "ckpt/epoch_2.pt", weights_only=False)["model"]
+        weights[name] = torch.load(root / name / "ckpt/epoch_2.pt", weights_only=True)["model"]
     return weights
 
 

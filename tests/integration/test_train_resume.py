@@ -54,7 +54,7 @@ def _finish(proc: subprocess.Popen) -> tuple[int, str]:
 
 
 def _weights(path: Path) -> dict[str, torch.Tensor]:
-    return torch.load(path, map_location="cpu", weights_only=False)["model"]
+    return torch.load(path, map_location="cpu", weights_only=True)["model"]
 
 
 def _assert_bitwise_equal(a: Path, b: Path) -> None:
@@ -194,7 +194,7 @@ def test_a_re_run_segment_job_puts_its_finished_boundaries_back_untrained(
 
 def _side_step(out: Path) -> int:
     try:
-        return torch.load(out / "resume/side.pt", map_location="cpu", weights_only=False)["position"]["step"]
+        return torch.load(out / "resume/side.pt", map_location="cpu", weights_only=True)["position"]["step"]
     except Exception:  # being replaced at this moment
         return 0
 

@@ -103,8 +103,8 @@ def test_a_kill_at_every_stage_then_the_same_command_ends_as_an_uninterrupted_ru
     ckpts = sorted((reference / "results/runs").glob("*/ckpt/*.pt"))
     assert ckpts
     for path in ckpts:
-        got = torch.load(work / path.relative_to(reference), map_location="cpu", weights_only=False)["model"]
-        want = torch.load(path, map_location="cpu", weights_only=False)["model"]
+        got = torch.load(work / path.relative_to(reference), map_location="cpu", weights_only=True)["model"]
+        want = torch.load(path, map_location="cpu", weights_only=True)["model"]
         assert got.keys() == want.keys()
         assert all(torch.equal(got[k], want[k]) for k in want), path.relative_to(reference)
     for path in sorted((reference / "results/eval").glob("*/*/metrics.json")):

@@ -31,7 +31,7 @@ FALLBACK = (
 
 
 def _weights(path):
-    return torch.load(path, map_location="cpu", weights_only=False)["model"]
+    return torch.load(path, map_location="cpu", weights_only=True)["model"]
 
 
 @pytest.fixture(scope="module")
