@@ -6,6 +6,11 @@
 # tests (pytest -m gpu), `arcpipe doctor --run trm-arc1` and a learning run of TRM (benchmarks/learning_check.py
 # --gpus 1), and the one-GPU rehearsal of the `full` target in a scratch copy (config/gpu-rehearsal.yaml). Needs
 # arcpipe importable and `arcpipe`, `snakemake` and `torchrun` on PATH. Exits 0; each log ends with the exit status.
+# Optional, from the environment:
+#   BENCH_RUNS="trm-arc1 hrm-arc1"   the benchmark's runs (default trm-arc1; about 200 s per run with upstream's)
+#   ADAM_ATAN2_SDIST=PATH            adam-atan2's source archive (with a setuptools_scm wheel importable): built
+#                                    first with the machine's nvcc, so that the GPU tests compare its kernel with the
+#                                    PyTorch rule and the benchmark and doctor train with it (PIP_TARGET is honoured)
 set -uo pipefail
 out=$(realpath "$1") upstream=$(realpath "$2") bench_s=${3:-240} parallel_s=${4:-300}
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -24,7 +29,14 @@ step() {  # step NAME SECONDS COMMAND...: the command's output and its exit stat
         torch.cuda.get_device_name(0), torch.cuda.get_device_capability(0))'
     nproc && free -g && df -h /dev/shm
 } > "$out/env.log" 2>&1
-step bench "$bench_s" python3 benchmarks/gpu.py --runs trm-arc1 --upstream "$upstream" --steps 6 --eval-batches 2
+if [ -n "${ADAM_ATAN2_SDIST:-}" ]; then  # the SMs it is built for come from its setup.py (8.0, 8.6, 8.9, 9.0)
+    step adam-atan2-build 420 env MAX_JOBS="$(nproc)" python3 -m pip install --no-build-isolation --no-deps \
+        --no-index "$(realpath "$ADAM_ATAN2_SDIST")"
+    step adam-atan2-import 60 python3 -c 'import torch, adam_atan2_backend; print(adam_atan2_backend.__file__)'
+fi
+# shellcheck disable=SC2086  # BENCH_RUNS is a list of run names
+step bench "$bench_s" python3 benchmarks/gpu.py --runs ${BENCH_RUNS:-trm-arc1} --upstream "$upstream" --steps 6 \
+    --eval-batches 2
 
 rehearse() {  # in a scratch copy; then the failed jobs' log tails and the report's summary
     local dir rc
