@@ -457,7 +457,8 @@ def _add_eval(stages: argparse._SubParsersAction) -> None:
 
 
 def _eval_evaluate(args: argparse.Namespace) -> int:
-    from arcpipe.eval.evaluate import evaluate_checkpoint, load_evaluation_config
+    from arcpipe.config import load_evaluation_config
+    from arcpipe.eval.evaluate import evaluate_checkpoint
 
     config = load_evaluation_config(args.config) if args.config else None
     evaluate_checkpoint(
@@ -473,7 +474,8 @@ def _eval_evaluate(args: argparse.Namespace) -> int:
 
 
 def _eval_predict(args: argparse.Namespace) -> int:
-    from arcpipe.eval.evaluate import load_evaluation_config, predict_challenges
+    from arcpipe.config import load_evaluation_config
+    from arcpipe.eval.evaluate import predict_challenges
 
     config = load_evaluation_config(args.config) if args.config else None
     if args.adapt is not None and args.adapt < 0:

@@ -11,10 +11,9 @@ import numpy as np
 import pytest
 import torch
 
-from arcpipe.config import ArcpipeError, load_config
+from arcpipe.config import ArcpipeError, load_config, load_evaluation_config
 from arcpipe.data.dataset import load_split
 from arcpipe.data.verify import verify_dataset
-from arcpipe.eval.evaluate import load_evaluation_config
 from arcpipe.eval.write import VOTES_FORMAT, load_votes
 from arcpipe.models.io import import_upstream, load_weights, read_weights
 from arcpipe.safeload import check_plain

@@ -3,8 +3,7 @@ settings, validated, as YAML. Rewritten when, and only when, the resolved values
 
 from pathlib import Path
 
-from arcpipe.config import validate_config, write_yaml_atomic
-from arcpipe.eval.evaluate import evaluation_config_from
+from arcpipe.config import evaluation_config_from, validate_config, write_yaml_atomic
 from arcpipe.shim import logged
 
 snakemake = snakemake  # noqa: F821  (injected by Snakemake)

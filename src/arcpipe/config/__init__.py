@@ -26,8 +26,10 @@ from arcpipe.config.datasets import ArckitSource, DatasetConfig, DirectorySource
 from arcpipe.config.dump import config_hash, write_yaml_atomic
 from arcpipe.config.evaluation import EvaluationConfig, KaggleConfig, ReportConfig
 from arcpipe.config.load import (
+    evaluation_config_from,
     format_validation_error,
     load_config,
+    load_evaluation_config,
     read_config_yaml,
     validate_config,
     validation_problems,
@@ -59,9 +61,11 @@ __all__ = [
     "config_hash",
     "compiles",
     "cost_per_hour",
+    "evaluation_config_from",
     "format_validation_error",
     "json_schema",
     "load_config",
+    "load_evaluation_config",
     "read_config_yaml",
     "stop_problems",
     "training_changes",

@@ -13,12 +13,32 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from arcpipe.config.base import ArcpipeError, Strict, did_you_mean
+from arcpipe.config.evaluation import EvaluationConfig
 from arcpipe.config.workflow import WorkflowConfig
 
 
 def load_config(path: str | Path) -> WorkflowConfig:
     """Read and validate a config file; errors name the file and the field."""
     return validate_config(read_config_yaml(path), source=str(path))
+
+
+def load_evaluation_config(path: str | Path) -> EvaluationConfig:
+    """The `evaluation:` section of a workflow or resolved run config (defaults where it has none)."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as err:
+        problem = yaml_problem(err) if isinstance(err, yaml.YAMLError) else err.strerror
+        raise ArcpipeError(f"{path}: cannot read config ({problem})") from None
+    return evaluation_config_from(raw, str(path))
+
+
+def evaluation_config_from(raw: dict, source: str) -> EvaluationConfig:
+    """The `evaluation:` section of a loaded config (defaults where it has none); errors name `source`."""
+    try:
+        return EvaluationConfig.model_validate(raw.get("evaluation") or {})
+    except ValidationError as err:
+        raise ArcpipeError(f"{source}: evaluation: {format_validation_error(err)}") from None
 
 
 def read_config_yaml(path: str | Path) -> Any:

@@ -28,11 +28,8 @@ from typing import Any
 
 import numpy as np
 import torch
-import yaml
-from pydantic import ValidationError
 
-from arcpipe.config import ArcpipeError, EvaluationConfig, format_validation_error
-from arcpipe.config.load import yaml_problem
+from arcpipe.config import ArcpipeError, EvaluationConfig
 from arcpipe.data.arc import load_challenges
 from arcpipe.data.augment import parse_identifier, to_canvas
 from arcpipe.data.dataset import identifiers_sha256, load_split
@@ -391,25 +388,6 @@ def _adapted_head(
     )
     log.info("%s", stats.describe())
     return head, stats  # in eval mode again (fit restores the mode)
-
-
-def load_evaluation_config(path: str | Path) -> EvaluationConfig:
-    """The `evaluation:` section of a workflow or resolved run config (defaults where it has none)."""
-    path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError) as err:
-        problem = yaml_problem(err) if isinstance(err, yaml.YAMLError) else err.strerror
-        raise ArcpipeError(f"{path}: cannot read config ({problem})") from None
-    return evaluation_config_from(raw, str(path))
-
-
-def evaluation_config_from(raw: dict, source: str) -> EvaluationConfig:
-    """The `evaluation:` section of a loaded config (defaults where it has none); errors name `source`."""
-    try:
-        return EvaluationConfig.model_validate(raw.get("evaluation") or {})
-    except ValidationError as err:
-        raise ArcpipeError(f"{source}: evaluation: {format_validation_error(err)}") from None
 
 
 def check_verified(dataset_dir: Path) -> None:
