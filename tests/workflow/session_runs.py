@@ -17,7 +17,12 @@ import pytest
 from filelock import FileLock
 
 QUICK = {"share": 0.25, "full_every": 2}  # tests/workflow/test_quick_eval.py's schedule
-QUICK_OVERLAY = {"evaluation": {"quick": QUICK}, "runs": {"smoke-trm": {"epochs": 8}}}
+# The 8-epoch smoke-trm that test_quick_eval.py and test_stop_rules.py train (the latter with a stop rule, to the
+# same weights): the smoke dataset's 16 puzzles with 2 augmentations instead of 8 (a third of the training steps
+# and test rows). What they check (schedules, decisions, which boundaries train) depends on the boundaries and the
+# 16 test tasks, not on how many views each puzzle has.
+LONG_SMOKE = {"datasets": {"smoke": {"num_aug": 2}}, "runs": {"smoke-trm": {"epochs": 8}}}
+QUICK_OVERLAY = {**LONG_SMOKE, "evaluation": {"quick": QUICK}}
 
 
 def once_per_session(

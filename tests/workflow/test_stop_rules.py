@@ -8,7 +8,8 @@ the same command again decides again and continues from epoch 4 without re-train
 bitwise, those of a run that never had a stop rule (the rule is no part of what training computes): the session's
 `quick_run` (conftest.py), the same 8 epochs with quick evaluations and no stop rule.
 
-Scratch working directories with the repository's Snakefile and a copy of config/config.yaml (scratch.py).
+Scratch working directories with the repository's Snakefile and a copy of config/config.yaml (scratch.py), the
+smoke dataset with 2 augmentations (session_runs.LONG_SMOKE, as quick_run).
 """
 
 from __future__ import annotations
@@ -18,12 +19,13 @@ import json
 import pytest
 import torch
 from scratch import snakemake
+from session_runs import LONG_SMOKE
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
 RUN = "results/runs/smoke-trm"
-STOP = {"runs": {"smoke-trm": {"epochs": 8, "stop": {"patience": 1, "min_delta": 1.0}}}}
-GO_ON = {"runs": {"smoke-trm": {"epochs": 8, "stop": {"patience": 5, "min_delta": 1.0}}}}
+STOP = {**LONG_SMOKE, "runs": {"smoke-trm": {"epochs": 8, "stop": {"patience": 1, "min_delta": 1.0}}}}
+GO_ON = {**LONG_SMOKE, "runs": {"smoke-trm": {"epochs": 8, "stop": {"patience": 5, "min_delta": 1.0}}}}
 FALLBACK = (
     "all 16 test tasks (fall-back: evaluation.selection_tasks is 0, so the rule reads the tasks the reported number "
     "is scored on)"
