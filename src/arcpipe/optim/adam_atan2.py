@@ -24,7 +24,8 @@ from typing import Any
 
 import torch
 from torch import Tensor
-from torch.optim import Optimizer
+
+from arcpipe.optim.base import EagerOptimizer
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +90,7 @@ def bias_corrections(steps: Tensor, lr: float, beta1: float, beta2: float) -> tu
     return step_size.float(), (1 - beta2**t).sqrt_().float()
 
 
-class AdamATan2(Optimizer):
+class AdamATan2(EagerOptimizer):
     def __init__(
         self,
         params: Iterable[Any],
@@ -133,7 +134,7 @@ class AdamATan2(Optimizer):
                 continue
             beta1, beta2 = group["betas"]
             lr, wd = float(group["lr"]), float(group["weight_decay"])
-            grouped = Optimizer._group_tensors_by_device_and_dtype([params, grads, exp_avgs, exp_avg_sqs, steps])
+            grouped = EagerOptimizer._group_tensors_by_device_and_dtype([params, grads, exp_avgs, exp_avg_sqs, steps])
             for (device, _), ((ps, gs, ms, vs, ts), _) in grouped.items():
                 torch._foreach_add_(ts, 1)
                 if self.backend == "cuda-ext":

@@ -18,7 +18,8 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
-from torch.optim import Optimizer
+
+from arcpipe.optim.base import EagerOptimizer
 
 # URM's quintic Newton-Schulz coefficients per iteration (the last one repeats)
 NS_COEFFICIENTS = (
@@ -47,7 +48,7 @@ def orthogonalize(g: Tensor, steps: int) -> Tensor:
     return x.mT if transpose else x
 
 
-class Muon(Optimizer):
+class Muon(EagerOptimizer):
     def __init__(
         self,
         param_groups: Iterable[dict[str, Any]],

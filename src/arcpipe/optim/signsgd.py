@@ -16,12 +16,12 @@ from collections.abc import Callable
 import torch
 import torch.distributed as dist
 from torch import Tensor
-from torch.optim import Optimizer
 
 from arcpipe.models.sparse_embedding import SparseEmbedding
+from arcpipe.optim.base import EagerOptimizer
 
 
-class SparseSignSGD(Optimizer):
+class SparseSignSGD(EagerOptimizer):
     def __init__(self, embedding: SparseEmbedding, lr: float = 1e-2, weight_decay: float = 0.1) -> None:
         if lr < 0 or weight_decay < 0:
             raise ValueError(f"SparseSignSGD: invalid lr={lr} or weight_decay={weight_decay}")
