@@ -25,6 +25,12 @@ LONG_SMOKE = {"datasets": {"smoke": {"num_aug": 2}}, "runs": {"smoke-trm": {"epo
 QUICK_OVERLAY = {**LONG_SMOKE, "evaluation": {"quick": QUICK}}
 
 
+def long_smoke_with_stop_rule(**stop: Any) -> dict[str, Any]:
+    """LONG_SMOKE with a stop rule on its 8-epoch smoke-trm: its training config is LONG_SMOKE's by construction."""
+    runs = {run: {**fields, "stop": stop} for run, fields in LONG_SMOKE["runs"].items()}
+    return {**LONG_SMOKE, "runs": runs}
+
+
 def once_per_session(
     factory: pytest.TempPathFactory, worker_id: str, name: str, make: Callable[[], dict[str, Any]]
 ) -> dict[str, Any]:

@@ -19,13 +19,13 @@ import json
 import pytest
 import torch
 from scratch import snakemake
-from session_runs import LONG_SMOKE
+from session_runs import long_smoke_with_stop_rule
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
 RUN = "results/runs/smoke-trm"
-STOP = {**LONG_SMOKE, "runs": {"smoke-trm": {"epochs": 8, "stop": {"patience": 1, "min_delta": 1.0}}}}
-GO_ON = {**LONG_SMOKE, "runs": {"smoke-trm": {"epochs": 8, "stop": {"patience": 5, "min_delta": 1.0}}}}
+STOP = long_smoke_with_stop_rule(patience=1, min_delta=1.0)
+GO_ON = long_smoke_with_stop_rule(patience=5, min_delta=1.0)
 FALLBACK = (
     "all 16 test tasks (fall-back: evaluation.selection_tasks is 0, so the rule reads the tasks the reported number "
     "is scored on)"
