@@ -38,16 +38,24 @@ TINY_RUN = {
 }
 
 
+# The first file to read each run made once per session (tests/workflow/conftest.py). A worker that asks for the run
+# while the other worker makes it waits, idle, so these go right after the cluster files: the runs are made while the
+# other worker has work of its own, and the later readers find them made.
+FIRST_READERS = ("tests/workflow/test_smoke.py", "tests/workflow/test_quick_eval.py")
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Files with a slow test first, the cluster ones before the others (tests/run.sh hands whole files to two
-    pytest-xdist workers, in this order, so that the rehearsals start at once and the workers end together);
-    tests marked `gpu` are collected everywhere and skipped, with the reason, where CUDA is not available."""
+    """Files with a slow test first: the cluster ones, then FIRST_READERS, then the others (tests/run.sh hands whole
+    files to two pytest-xdist workers, in this order, so that the rehearsals start at once and the workers end
+    together, on short tests); tests marked `gpu` are collected everywhere and skipped, with the reason, where CUDA
+    is not available."""
     cost: dict[str, int] = {}
     for item in items:
         path = item.nodeid.split("::")[0]
         slow, cluster = item.get_closest_marker("slow"), item.get_closest_marker("cluster")
-        cost[path] = min(cost.get(path, 2), 2 if not slow else 1 if not cluster else 0)
+        tier = 0 if slow and cluster else 1 if path in FIRST_READERS else 2 if slow else 3
+        cost[path] = min(cost.get(path, 3), tier)
     items.sort(key=lambda item: cost[item.nodeid.split("::")[0]])  # stable: a file's tests keep their order
     gpu_items = [item for item in items if item.get_closest_marker("gpu")]
     if not gpu_items:

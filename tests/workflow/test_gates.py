@@ -42,6 +42,8 @@ GATES = {
         "smoke-passed": {**RUN, "gate": {"run": "smoke-trm", "metric": "pass@1", "min": 0.0}},
     }
 }
+pytestmark = pytest.mark.slow  # gated_smoke: about a minute
+
 SHORT = (
     "arcpipe: gate: smoke-blocked not started: smoke-trm pass@2 = {value:.4g} at epoch 2 < min 1 "
     "(record results/gates/smoke-blocked.json)"

@@ -341,12 +341,16 @@ def bundle(research, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def kaggle_python(tmp_path_factory) -> Path:
-    """A fresh venv with only what the Kaggle image provides and the bundle expects: torch, numpy, numba."""
+    """A fresh venv with only what the Kaggle image provides and the bundle expects: torch, numpy, numba.
+
+    `--no-compile`: pip would compile every module of torch to bytecode (20 of the install's 29 CPU-s); instead,
+    run.sh's two Python processes compile the modules they import (about 2 CPU-s each). What runs is the same."""
     where = tmp_path_factory.mktemp("kaggle-image") / "venv"
     venv.create(where, with_pip=True)
     python = where / "bin/python"
     image = [f"{name}=={version(name).split('+')[0]}" for name in ("torch", "numpy", "numba")]
-    proc = subprocess.run([str(python), "-m", "pip", "install", "--quiet", *image], capture_output=True, text=True)
+    install = [str(python), "-m", "pip", "install", "--quiet", "--no-compile", *image]
+    proc = subprocess.run(install, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return python
 
