@@ -14,7 +14,13 @@ from arcpipe.jobs import (
     preflight_resources,
     slurm_partitions,
 )
-from arcpipe.driver import cancel_leftovers, record_executor, register, take_over
+from arcpipe.driver import (
+    cancel_leftovers,
+    complete_atomic_outputs,
+    record_executor,
+    register,
+    take_over,
+)
 from arcpipe.doctor.memory import fit_problems
 from arcpipe.forecast import forecast_header, forecast_line, forecast_runs
 from arcpipe.gates import gate_epoch, gate_status, read_record
@@ -85,6 +91,14 @@ if workflow.is_main_process and driving(sys.argv[1:]):
         print(f"arcpipe: {_line}", file=sys.stderr)
     if _may_drive:
         register(Path("."))
+        # a killed driver's config jobs left whole files, which Snakemake would mis-plan (arcpipe.driver)
+        _whole = complete_atomic_outputs(Path("."))
+        if _whole:
+            print(
+                f"arcpipe: {len(_whole)} config file(s) written whole by jobs cut off: kept "
+                f"({', '.join(_whole)})",
+                file=sys.stderr,
+            )
 
 _DRIFT = config_drift(CFG)
 for _problem in _DRIFT:

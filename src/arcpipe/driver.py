@@ -18,10 +18,19 @@ and its cluster jobs keep running. Run again, Snakemake would stop with a LockEx
   driver's own executor (scancel, or the ICE profile's cancel command) and waited for until the scheduler no
   longer runs them; only then is the stale lock removed, and Snakemake re-runs them
   (`rerun-incomplete`), from their side checkpoints. So no two jobs ever train the same segment at once.
+
+A killed driver also leaves Snakemake's incomplete markers on the outputs of the jobs it was running. For most
+outputs that is right: the job runs again. But Snakemake (9.27) mis-plans one case: when the marked output is an
+`ancient()` input of another job and is on disk, the plan holds only the marked job, and the run ends there,
+"successfully", with nothing else done (a run's resolved config, which training takes as `ancient()`, is such an
+output). The outputs in ATOMIC_OUTPUTS are written by a temporary file and a rename, and Snakemake deletes a job's
+outputs before the job starts, so one on disk is the killed job's own whole output: `complete_atomic_outputs`
+removes their markers at a driver's start, when no other driver runs, and the same command then continues.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
@@ -37,6 +46,9 @@ from typing import Any
 RECORD = Path(".snakemake") / "arcpipe-driver.json"
 LOCKS = Path(".snakemake") / "locks"
 LEDGER = Path(".snakemake") / "arcpipe-submitted"  # profiles/ice/submit.py appends "<time> <namespace>/<job>"
+INCOMPLETE = Path(".snakemake") / "incomplete"  # Snakemake's markers: one file per output, its path in urlsafe base64
+# outputs their rules write atomically (arcpipe.config.write_yaml_atomic): write_run_config, write_eval_config
+ATOMIC_OUTPUTS = ("results/runs/*/config.yaml", "results/eval/*/evaluation.yaml")
 HEARTBEAT_S = float(os.environ.get("ARCPIPE_DRIVER_HEARTBEAT_S", "30"))
 CANCEL_WAIT_S = 600  # a cancelled job's processes must be gone before its segment is submitted again
 
@@ -261,3 +273,26 @@ def take_over(workdir: Path) -> tuple[bool, list[str]]:
         lock.unlink(missing_ok=True)
     (workdir / LEDGER).unlink(missing_ok=True)  # all of it ended: the next driver starts a ledger of its own
     return True, [f"took over from a dead driver ({how}): {done}; removed its stale lock"]
+
+
+def complete_atomic_outputs(workdir: Path) -> list[str]:
+    """Remove the incomplete markers of ATOMIC_OUTPUTS that are on disk and parse (module doc); call it only as the
+    driver that may drive (take_over). Returns their paths."""
+    import yaml
+
+    if not (workdir / INCOMPLETE).is_dir():
+        return []
+    marked = []
+    for pattern in ATOMIC_OUTPUTS:
+        for path in sorted(workdir.glob(pattern)):
+            name = path.relative_to(workdir).as_posix()
+            marker = workdir / INCOMPLETE / base64.urlsafe_b64encode(name.encode()).decode()
+            if not marker.is_file():
+                continue
+            try:
+                yaml.safe_load(path.read_text())
+            except (OSError, yaml.YAMLError):
+                continue  # not whole after all: Snakemake writes it again
+            marker.unlink()
+            marked.append(name)
+    return marked

@@ -9,6 +9,7 @@ a run killed at every stage.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import os
 import shutil
@@ -114,6 +115,32 @@ def test_a_kill_at_every_stage_then_the_same_command_ends_as_an_uninterrupted_ru
             k: v for k, v in want.items() if k.startswith("pass@")
         }, path.relative_to(reference)
     assert (work / "results/report/passk.md").read_text() == (reference / "results/report/passk.md").read_text()
+
+
+def test_a_config_job_cut_off_leaves_a_whole_file_and_the_same_command_finishes(smoke_run, tmp_path: Path) -> None:
+    """A driver killed while write_run_config ran leaves Snakemake's incomplete marker on the run's config, a whole
+    file (written atomically, after Snakemake deleted the old one). Snakemake 9.27 would plan only that job, as the
+    file is an ancient() input of training, and end there with exit 0 and nothing else done (found by the kill test
+    above); the driver keeps the file (arcpipe.driver.complete_atomic_outputs), and the same command does the rest."""
+    shared, done, _, _ = smoke_run
+    assert done.returncode == 0, done.stderr[-4000:]
+    work = tmp_path / "work"
+    shutil.copytree(shared, work, symlinks=True)
+    for name in ("Snakefile", "rules", "config", "workflow", "profiles", "envs"):
+        copy = partial(shutil.copytree, dirs_exist_ok=True) if (ROOT / name).is_dir() else shutil.copy2
+        copy(ROOT / name, work / name)
+    kept = digests(work)
+    (work / "results/report/passk.md").unlink()  # what is left to do: the report
+    config = "results/runs/smoke-trm/config.yaml"
+    marker = work / ".snakemake/incomplete" / base64.urlsafe_b64encode(config.encode()).decode()
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.touch()
+    proc = snakemake(work, "smoke")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert (work / "results/report/passk.md").is_file(), proc.stderr[-4000:]  # the rest was done, in the same call
+    assert f"arcpipe: 1 config file(s) written whole by jobs cut off: kept ({config})" in proc.stderr, proc.stderr
+    assert not marker.exists()
+    assert digests(work) == kept  # nothing trained again
 
 
 def test_a_failed_verification_by_hand_loses_no_checkpoint(smoke: tuple[Path, dict[str, str]]) -> None:
