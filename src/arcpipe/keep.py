@@ -13,7 +13,10 @@ Snakemake deletes a job's outputs before it runs the job again, and a training j
   state and evaluations into results/archive/RUN-<time>/, after which Snakemake trains the run anew.
 A job re-run because the previous attempt was killed (incomplete output) is allowed: the trainer continues from
 its side checkpoint, and a boundary the killed cluster job had already finished comes back byte for byte from
-the hard links kept under resume/boundaries/ (train/loop.py, `Trainer.restore_boundary`), not trained again.
+the hard links kept under resume/boundaries/ (train/loop.py, `Trainer.restore_boundary`), not trained again. So
+is such a finished boundary itself, which a re-run of its job would delete first: its checkpoint is one file with
+its kept hard link (`restorable`). That happens when the driver died while a group job ran: the boundaries the job
+finished are no longer marked incomplete, and the next driver re-runs the job whole.
 """
 
 from __future__ import annotations
@@ -88,6 +91,8 @@ def retraining(jobs: Iterable[PlannedJob]) -> list[str]:
         kept = [Path(o) for o in job.outputs if "/ckpt/" in o and Path(o).exists()]
         if not kept:
             continue
+        if restorable(kept[0]):
+            continue  # the re-run puts it back from its kept hard link, byte for byte, untrained
         run, epoch = kept[0].parts[-3], int(kept[0].stem.split("_")[1])
         hint = f"`arcpipe runs archive {run}` sets the run's checkpoints aside to train it anew"
         upstream = [f for f in job.rebuilt_inputs if f"/runs/{run}/" not in f]  # not the run's own chain
@@ -97,6 +102,18 @@ def retraining(jobs: Iterable[PlannedJob]) -> list[str]:
         if run not in first or epoch < first[run][0]:
             first[run] = (epoch, line)
     return [line for _, line in sorted(first.values(), key=lambda e: e[1])]
+
+
+def restorable(ckpt: Path) -> bool:
+    """Whether the trainer kept this boundary under resume/boundaries/ (train/loop.py, `restore_boundary`): a hard
+    link to the checkpoint itself (the same file: deleting the checkpoint's path loses nothing) and the state's
+    copy. The copies last while their segment's cluster job runs; a re-run of that job (its driver died after a
+    boundary of the job had finished) restores the boundary instead of training it."""
+    boundaries = ckpt.parent.parent / "resume" / "boundaries"
+    try:
+        return (boundaries / f"ckpt_{ckpt.name}").samefile(ckpt) and (boundaries / f"state_{ckpt.name}").is_file()
+    except OSError:
+        return False
 
 
 def planned_jobs(dag) -> list[PlannedJob]:  # noqa: ANN001  (a snakemake.dag.DAG; not imported here)

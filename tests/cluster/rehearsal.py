@@ -61,6 +61,13 @@ def expected_gpus(cfg: WorkflowConfig, rule: str, run: str) -> int:
     ]
 
 
+# The training job the driver is killed in: urm-arc2's group job (two segments on 2 GPUs and their two
+# evaluations, the longest job of a run without a gate: the uninterrupted reference of a gated run would train its
+# gate run too), so that it still runs when the new driver takes over, seconds later, and the takeover cancels
+# it; a one-segment job on one process can end in that time.
+KILLED_IN = "urm-arc2-segment"
+
+
 def kill_driver_while_training(work: Path, args: list[str], env: dict, training: callable, timeout_s: int = 900) -> str:
     """Start `snakemake ARGS` in its own process group; SIGKILL the whole group at a random moment while a
     training job runs on the scheduler (`training()` names it, or None). Returns the job that was running."""

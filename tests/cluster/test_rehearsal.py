@@ -29,6 +29,7 @@ from clusterlib import ICE_POLL, ROOT, SENTINEL, files_containing
 from kubernetes.client import V1Job
 from rehearsal import (
     GPU_RULES,
+    KILLED_IN,
     REHEARSAL,
     assert_equals_an_uninterrupted_run,
     assert_every_full_job_finished,
@@ -58,7 +59,7 @@ def test_full_rehearsal_through_the_ice_profile(tmp_path: Path, fake_ice: dict) 
                 jobs.append(path.stem)
         return jobs
 
-    killed = kill_driver_while_training(work, args, env, lambda: next(iter(running()), None))
+    killed = kill_driver_while_training(work, args, env, lambda: next((j for j in running() if KILLED_IN in j), None))
     assert killed in running(), "the dead driver's training Job should still run"
     # Kubernetes re-creates the driver pod (cluster/ice/driver.yaml): another host, so the old driver's heartbeat
     # is what says it is gone; `unshare --uts` gives the new driver a hostname of its own (`localhost`: the

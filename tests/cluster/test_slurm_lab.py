@@ -20,6 +20,7 @@ from clusterlib import FIXTURES, ROOT, SENTINEL, SLURM_POLL, base_env, files_con
 from rehearsal import (
     CPU_RULES,
     GPU_RULES,
+    KILLED_IN,
     REHEARSAL,
     assert_equals_an_uninterrupted_run,
     assert_every_full_job_finished,
@@ -101,10 +102,11 @@ def test_full_rehearsal_through_the_slurm_profile(tmp_path: Path, slurm_lab: Non
         """This workflow's training jobs SLURM runs now (several runs train at once)."""
         out = subprocess.run(["squeue", "-h", "-t", "R", "-o", "%i|%k|%Z"], capture_output=True, text=True).stdout
         jobs = [line.split("|") for line in out.splitlines()]
-        return [c for _, c, d in jobs if Path(d) == work and "train_segment" in c]
+        # the plugin's comment: rule_train_segment_wildcards_..., or rule_train-<run>-segment<k> for a group job
+        return [c for _, c, d in jobs if Path(d) == work and ("train_segment" in c or c.startswith("rule_train-"))]
 
     env = base_env(WANDB_API_KEY=SENTINEL)  # must reach the jobs as an environment variable only
-    killed = kill_driver_while_training(work, args, env, lambda: next(iter(running()), None))
+    killed = kill_driver_while_training(work, args, env, lambda: next((j for j in running() if KILLED_IN in j), None))
     assert killed in running(), "the dead driver's training job should still run on SLURM"
     done = snakemake(args, work, env, 1400)
     assert done.returncode == 0, done.stdout[-5000:]
