@@ -103,19 +103,31 @@ def test_killed_and_rerun_ends_bitwise_identical(tiny_dataset, tmp_path, straigh
     killed = tmp_path / "killed"
     code, log = _finish(_train(config, killed, tiny_dataset, 2))
     assert code == 0, log
+    # kill segment 2 three times in a row at random moments of its training (process start and loading excluded),
+    # each attempt resuming from what the one before left. The moments are fractions of the straight run's training
+    # time, measured under another load: an attempt that finishes first (the machine got faster) has nothing left
+    # to kill, so the chain starts again from segment 1's end with moments half as late.
+    segment_1 = tmp_path / "segment-1"
+    shutil.copytree(killed, segment_1)
     rng = random.Random(0)
-    kills = 0
-    for _ in range(3):  # kill segment 2 at random moments of its training (process start and loading excluded)
+    kills, scale = 0, 1.0
+    for _ in range(12):
         proc = _train(config, killed, tiny_dataset, 4)
         _wait_for_training(proc)
-        time.sleep(rng.uniform(0.1, 0.7) * training_s)
+        time.sleep(rng.uniform(0.1, 0.7) * scale * training_s)
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)
             kills += 1
         proc.wait(timeout=600)
+        if kills == 3:
+            break
+        if proc.returncode == 0:  # finished before its kill
+            shutil.rmtree(killed)
+            shutil.copytree(segment_1, killed)
+            kills, scale = 0, scale / 2
+    assert kills == 3, f"no three kills in a row in 12 attempts (last moments at {scale:.3g} x {training_s:.2f} s)"
     code, log = _finish(_train(config, killed, tiny_dataset, 4))
     assert code == 0, log
-    assert kills >= 1
     _assert_bitwise_equal(straight / "ckpt/epoch_4.pt", killed / "ckpt/epoch_4.pt")
     # the metrics were cut back to each resume point: every step appears once, as in the straight run
     assert _steps(killed / "metrics/epoch_4.jsonl") == _steps(straight / "metrics/epoch_4.jsonl")
