@@ -1,5 +1,4 @@
 # Config validated once; input functions and resource lookups for the rules. No rules here.
-import json
 import os
 import sys
 
@@ -23,7 +22,7 @@ from arcpipe.driver import (
 )
 from arcpipe.doctor.memory import fit_problems
 from arcpipe.forecast import forecast_header, forecast_line, forecast_runs
-from arcpipe.gates import gate_epoch, gate_status, read_record
+from arcpipe import plan
 from arcpipe.keep import config_drift, planned_jobs, retraining
 from arcpipe.launch import job_resources
 
@@ -189,23 +188,9 @@ def verified_dataset(wildcards):
 
 
 def previous_boundary(wildcards):
-    """[] for the first segment, else the previous boundary's checkpoint and state.
-
-    Runs with a stop rule take no state from the end of the previous segment. After a stop, Snakemake deletes
-    that temp file, and going on later (a raised target or patience) must not make it re-run a finished segment
-    for it; the trainer resumes from the state's kept copy (resume/boundaries/, train/loop.py) instead.
-    """
+    """[] for the first segment, else the previous boundary's checkpoint and state (arcpipe.plan.previous_files)."""
     run = CFG.runs[wildcards.run]
-    previous = int(wildcards.epoch) - run.eval_interval
-    if previous <= 0:
-        return {}
-    files = {
-        "previous_ckpt": f"results/runs/{wildcards.run}/ckpt/epoch_{previous}.pt",
-        "previous_state": f"results/runs/{wildcards.run}/state/epoch_{previous}.pt",
-    }
-    if run.stop is not None and previous in run.segment_ends():
-        del files["previous_state"]
-    return files
+    return plan.previous_files(run, wildcards.run, int(wildcards.epoch))
 
 
 def first_segment_gate(wildcards):
@@ -218,8 +203,7 @@ def first_segment_gate(wildcards):
 
 def segment_group(wildcards):
     """Consecutive boundaries of one segment share a group: one cluster job trains segment_evals boundaries."""
-    run = CFG.runs[wildcards.run]
-    index = (int(wildcards.epoch) // run.eval_interval - 1) // run.segment_evals
+    index = plan.segment_index(CFG.runs[wildcards.run], int(wildcards.epoch))
     return f"train-{wildcards.run}-segment{index}"
 
 
@@ -244,83 +228,98 @@ def segment_index(wildcards):
     return int(wildcards.epoch) // CFG.runs[wildcards.run].eval_interval
 
 
-def per_boundary(target, pattern, decisions=False, full=False):
-    """`pattern` ({run}, {epoch}) at every evaluation boundary of every run of `target`, from the config alone:
-    `snakemake -n full` plans with them without looking for checkpoints on disk. A gated run's files come from an
-    input function of their own (`gated`): one per gate, so the plan shows every gate; so do the files of runs
-    with stop rules (`stopped`), which end where the run stopped. With decisions: the decision records instead.
-    full: only where the full evaluation is due (`full_due`; every boundary without evaluation.quick).
+# Staged runs (gates, stop rules, the quick/full schedule): what each (run, boundary) is owed is arcpipe.plan's to
+# decide, from the config and the decision records; the functions below only ask it and format paths. A record not
+# made yet raises Snakemake's IncompleteCheckpointException when the plan asks for it (WaitingRecords): the asking
+# job waits for the checkpoint that makes it and is asked again after it. A run without staged features is planned
+# from the config alone (a plain list of files), so `snakemake -n full` shows its whole chain.
+class WaitingRecords:
+    """arcpipe.plan.Records as Snakemake's checkpoints give them: a record not made yet makes the asking job wait."""
+
+    def stop(self, run, epoch):
+        path = checkpoints.decide_boundary.get(run=run, epoch=epoch).output[0]
+        return plan.read_decision(path)["stop"]
+
+    def full(self, run, epoch):
+        path = checkpoints.schedule_full.get(run=run, epoch=epoch).output[0]
+        return plan.read_schedule(path)["full"]
+
+    def gate(self, run):
+        return plan.read_gate(checkpoints.check_gate.get(run=run).output[0])["passed"]
+
+
+WAITING = WaitingRecords()
+ON_DISK = plan.DiskRecords(Path("."))
+
+
+def plan_of(name, wait=True, evaluations=False, until=None):
+    """arcpipe.plan.run_plan of run `name`: waiting for its records, or as they are on disk (wait=False)."""
+    records = WAITING if wait else ON_DISK
+    return plan.run_plan(CFG, name, records, evaluations=evaluations, until=until)
+
+
+def at(which, pattern):
+    """A selector: `pattern` ({run}, {epoch}) at a plan's `which` boundaries (trained, full, quick, decisions)."""
+    return lambda p: plan.files(p, pattern, which)
+
+
+def per_run(target, select, evaluations=False):
+    """select(plan) for each run of `target`: files for a run planned from the config alone; for a staged run one
+    input function of its own, so that Snakemake waits on every run's next record at once.
     """
-    return [
-        item
-        for run in CFG.runs_for(target)
-        for item in gated(run, stopped(run, pattern, decisions, full))
-    ]
+    items = []
+    for name in CFG.runs_for(target):
+        if plan.is_static(CFG, name):
+            items += select(plan_of(name, wait=False))
+        else:
+            items.append(asking(name, select, evaluations))
+    return items
 
 
-# Gates (runs.<run>.gate, arcpipe.gates): check_gate is a Snakemake checkpoint whose record says whether the run may
-# train. Until it has run, asking for the record raises Snakemake's IncompleteCheckpointException, which makes the
-# asking job wait for check_gate and be asked again after it. A gate that falls short drops the run's files from
-# every target: its training is never asked for, and nothing fails.
-def gate_passed(run):
-    """True when the run has no gate or its gate passed; False when it fell short; waits for check_gate before."""
-    if CFG.runs[run].gate is None:
-        return True
-    return read_record(checkpoints.check_gate.get(run=run).output[0])["passed"]
+def asking(name, select, evaluations):
+    def lookup(wildcards):
+        return select(plan_of(name, evaluations=evaluations))
 
-
-def gated(run, files):
-    """A run's files for a target: as they are without a gate; with one, an input function giving them once the
-    gate passed and none when it fell short."""
-    if CFG.runs[run].gate is None:
-        return files
-
-    def after_gate(wildcards):
-        return expand_items(files, wildcards) if gate_passed(run) else []
-
-    after_gate.__name__ = f"after_gate_of_{run}"
-    return [after_gate]
+    lookup.__name__ = f"planned_for_{name}"
+    return lookup
 
 
 def one_input(items):
-    """Files and `gated` input functions as one input: a named input takes one function, not a list of them."""
+    """Files and `per_run` input functions as one input: a named input takes one function, not a list of them."""
     if not any(callable(item) for item in items):
         return items
 
     def lookup(wildcards):
-        return expand_items(items, wildcards)
+        return [
+            name
+            for item in items
+            for name in (item(wildcards) if callable(item) else [item])
+        ]
 
     return lookup
 
 
-def expand_items(items, wildcards):
-    """Files and input functions (`gated`, `stopped`) as the list of files they give."""
-    return [
-        name
-        for item in items
-        for name in (item(wildcards) if callable(item) else [item])
-    ]
-
-
-def gate_decision(wildcards):
-    """A gated run's first segment waits for its gate's decision and refuses a gate that fell short (asked for by
-    path). The record is no input: a gate added or re-checked after training never retrains the run.
-    """
-    run = CFG.runs[wildcards.run]
-    if run.gate is None or int(wildcards.epoch) != run.eval_interval:
-        return []
-    if not gate_passed(wildcards.run):
-        raise ValueError(
-            f"runs.{wildcards.run}.gate: {gate_status('results', wildcards.run)} "
-            f"(record results/gates/{wildcards.run}.json): the run does not train; lower gate.min or remove the gate"
-        )
+def planned_boundary(wildcards):
+    """train_segment: waits for what decides whether its boundary is trained (the gate, the stop decision before
+    it) and refuses one the plan does not train (asked for by path). No file: a gate or a rule changed after
+    training never retrains the run."""
+    epoch = int(wildcards.epoch)
+    refusal = plan_of(wildcards.run, until=epoch).refusal(epoch)
+    if refusal:
+        raise ValueError(refusal)
     return []
 
 
 def gate_metrics(wildcards):
-    """The gate run's metrics.json at the gate's checkpoint (gate.epoch, else the gate run's last)."""
-    gate = CFG.runs[wildcards.run].gate
-    return f"results/eval/{gate.run}/epoch_{gate_epoch(CFG.runs, wildcards.run)}/metrics.json"
+    """check_gate: the gate run's full evaluation at the boundary the gate reads (arcpipe.plan.gate_reading)."""
+    gate_run, epoch, _, why = plan.gate_reading(CFG, wildcards.run, WAITING)
+    if epoch is None:
+        raise ValueError(f"runs.{wildcards.run}.gate: {why}: nothing to check")
+    return plan.FULL.format(run=gate_run, epoch=epoch)
+
+
+def gate_checkpoint(wildcards):
+    return plan.gate_reading(CFG, wildcards.run, WAITING)[1]
 
 
 def gate_settings(wildcards):
@@ -328,109 +327,12 @@ def gate_settings(wildcards):
     return CFG.runs[wildcards.run].gate.model_dump(mode="json")
 
 
-def gate_checkpoint(wildcards):
-    return gate_epoch(CFG.runs, wildcards.run)
-
-
-# Stop rules (runs.<run>.stop, arcpipe.stopping): decide_boundary is a Snakemake checkpoint at the end of every
-# training segment but the last; its record says whether the run goes on. As for gates, asking for a record before
-# it exists makes the asking job wait for it and be asked again after it. A run whose rule fired keeps its files up
-# to that boundary; its later segments and evaluations are never asked for, so none is faked. Runs with no stop
-# rules plan exactly as before: the chain from the config alone.
-DECISION = "results/runs/{run}/decisions/epoch_{epoch}.json"
-
-
-def goes_on(name, epoch, wait=True):
-    """Whether run `name`'s decision at segment end `epoch` says go on; wait: for the checkpoint to decide, else
-    read the record on disk (a missing one: no)."""
-    path = DECISION.format(run=name, epoch=epoch)
-    if wait:
-        path = checkpoints.decide_boundary.get(run=name, epoch=epoch).output[0]
-    elif not os.path.exists(path):
-        return False
-    with open(path) as f:
-        return not json.load(f)["stop"]
-
-
-def planned_epochs(name, wait=True, decisions=False):
-    """The run's boundaries the targets ask for: every one without a stop rule; with one, those up to the first
-    segment end whose decision says stop. decisions: the segment ends decided on, instead.
-    """
-    run = CFG.runs[name]
-    if run.stop is None:
-        return [] if decisions else run.boundaries()
-    ends = run.segment_ends()[:-1]  # the last segment end: nothing left to decide
-    epochs, decided = [], []
-    for epoch in run.boundaries():
-        epochs.append(epoch)
-        if epoch in ends:
-            decided.append(epoch)
-            if not goes_on(name, epoch, wait):
-                break
-    return decided if decisions else epochs
-
-
-def stopped(run, pattern, decisions=False, full=False):
-    """`pattern` ({run}, {epoch}) at the run's planned boundaries (`planned_epochs`): a list for a run without a
-    stop rule, an input function with one. full: only those whose full evaluation is due (`full_due`), an input
-    function with evaluation.quick."""
-    scheduled = full and CFG.evaluation.quick is not None
-    if CFG.runs[run].stop is None and not scheduled:
-        return [
-            pattern.format(run=run, epoch=e)
-            for e in planned_epochs(run, decisions=decisions)
-        ]
-
-    def until_stop(wildcards):
-        return [
-            pattern.format(run=run, epoch=e)
-            for e in planned_epochs(run, decisions=decisions)
-            if not scheduled or full_due(run, e)
-        ]
-
-    until_stop.__name__ = f"until_stop_of_{run}"
-    return [until_stop]
-
-
-def stop_decision(wildcards):
-    """A stop-rule run's first segment after a decision waits for it and refuses a stop (asked for by path). The
-    record is no input: a rule changed after training never retrains the run."""
-    run = CFG.runs[wildcards.run]
-    previous = int(wildcards.epoch) - run.eval_interval
-    if run.stop is None or previous not in run.segment_ends():
-        return []
-    if not goes_on(wildcards.run, previous):
-        raise ValueError(
-            f"runs.{wildcards.run}.stop: the run stopped at epoch {previous} (record "
-            f"{DECISION.format(run=wildcards.run, epoch=previous)}); epochs after it are not trained: raise "
-            "stop.target or stop.patience to go on"
-        )
-    return []
-
-
 def decision_inputs(wildcards):
-    """decide_boundary's inputs: the evaluations of the segment that ends at {epoch}, and the previous decision,
-    whose history this one adds to."""
-    run = CFG.runs[wildcards.run]
-    epoch = int(wildcards.epoch)
-    ends = [e for e in run.segment_ends() if e < epoch]
-    # with evaluation.quick the decision reads the quick evaluations: training waits for them only
-    metrics = QUICK if CFG.evaluation.quick is not None else FULL
-    files = {
-        "metrics": [
-            metrics.format(run=wildcards.run, epoch=e)
-            for e in segment_epochs(wildcards)
-        ]
-    }
-    if ends:
-        files["previous"] = DECISION.format(run=wildcards.run, epoch=ends[-1])
-    return files
+    return plan.decision_inputs(CFG, wildcards.run, int(wildcards.epoch))
 
 
 def segment_epochs(wildcards):
-    run = CFG.runs[wildcards.run]
-    start = max([0, *(e for e in run.segment_ends() if e < int(wildcards.epoch))])
-    return [e for e in run.boundaries() if start < e <= int(wildcards.epoch)]
+    return plan.segment_epochs(CFG.runs[wildcards.run], int(wildcards.epoch))
 
 
 def stop_rule(wildcards):
@@ -444,32 +346,10 @@ def decision_settings(wildcards):
         "boundaries": run.boundaries(),
         "epochs": segment_epochs(wildcards),
         "selection_tasks": CFG.evaluation.selection_tasks,
-        # the report's held-out draw (report/selection.py)
-        "seed": CFG.datasets[run.dataset].seed,
+        "seed": CFG.datasets[
+            run.dataset
+        ].seed,  # the report's held-out draw (report/selection.py)
     }
-
-
-# Quick evaluations (evaluation.quick, arcpipe.stopping): every boundary is evaluated on a fixed subset of the test
-# tasks (draw_quick_tasks, evaluate_quick); schedule_full, a Snakemake checkpoint per boundary, decides from the quick
-# scores so far whether the full evaluation is due there. The targets and the report ask for full evaluations only
-# where their record says so. Without evaluation.quick every boundary is fully evaluated, as before.
-FULL = "results/eval/{run}/epoch_{epoch}/metrics.json"
-QUICK = "results/eval/{run}/epoch_{epoch}/quick/metrics.json"
-SCHEDULE = "results/eval/{run}/schedule/epoch_{epoch}.json"
-
-
-def full_due(name, epoch, wait=True):
-    """Whether run `name`'s full evaluation at `epoch` is due; wait: for schedule_full to decide, else read the
-    record on disk (a missing one: no). Always without evaluation.quick."""
-    if CFG.evaluation.quick is None:
-        return True
-    path = SCHEDULE.format(run=name, epoch=epoch)
-    if wait:
-        path = checkpoints.schedule_full.get(run=name, epoch=epoch).output[0]
-    elif not os.path.exists(path):
-        return False
-    with open(path) as f:
-        return json.load(f)["full"]
 
 
 def quick_settings(wildcards):
@@ -483,19 +363,7 @@ def quick_settings(wildcards):
 
 
 def schedule_inputs(wildcards):
-    """schedule_full's inputs: the quick evaluations up to {epoch}; at a decided segment end of a run with a stop
-    rule, its decision (a stop makes this the stopping checkpoint)."""
-    run = CFG.runs[wildcards.run]
-    files = {
-        "metrics": [
-            QUICK.format(run=wildcards.run, epoch=e)
-            for e in run.boundaries()
-            if e <= int(wildcards.epoch)
-        ]
-    }
-    if run.stop is not None and int(wildcards.epoch) in run.segment_ends()[:-1]:
-        files["decision"] = DECISION.format(run=wildcards.run, epoch=wildcards.epoch)
-    return files
+    return plan.schedule_inputs(CFG, wildcards.run, int(wildcards.epoch))
 
 
 def schedule_settings(wildcards):
@@ -508,154 +376,103 @@ def schedule_settings(wildcards):
     }
 
 
-def in_report(name):
-    """Whether a run's checkpoints may be in the report: not when its gate fell short. A smoke run waits for its
-    gate; a full run's record is only read from disk: `snakemake report` never trains a gate run.
-    """
-    run = CFG.runs[name]
-    if run.gate is None:
-        return True
-    if run.target == "smoke":
-        return gate_passed(name)
-    record = read_record(f"results/gates/{name}.json")
-    return record is None or record["passed"]
-
-
 def evaluations_of(target, quick=True):
-    """Every evaluation of the target's runs, and the stop rules' decision records: asked for by name, a record is
-    made again when its stopping settings change (params), and the plan grows when it now says go on. With evaluation.quick:
-    the full evaluations where due, and (quick) every boundary's quick one.
+    """Every due full evaluation of the target's runs and their stop decisions (asked for by name: a record is made
+    again when its settings change, and the plan grows when it now says go on); quick: every quick evaluation.
     """
-    files = per_boundary(target, FULL, full=True) + per_boundary(
-        target, DECISION, decisions=True
-    )
+    files = per_run(target, at("full", plan.FULL), evaluations=True)
+    files += per_run(target, at("decisions", plan.DECISION))
     if quick and CFG.evaluation.quick is not None:
-        files += per_boundary(target, QUICK)
+        files += per_run(target, at("quick", plan.QUICK))
     return files
 
 
 def quick_evaluations_of(target):
     """The quick evaluations of the target's runs (render_full_report); none without evaluation.quick."""
-    return per_boundary(target, QUICK) if CFG.evaluation.quick is not None else []
+    if CFG.evaluation.quick is None:
+        return []
+    return per_run(target, at("quick", plan.QUICK))
 
 
 # the inputs of the full runs' report (rules/report.smk: render_full_report, pool_full_votes)
 def train_metrics_of(target):
-    return per_boundary(target, "results/runs/{run}/metrics/epoch_{epoch}.jsonl")
+    return per_run(target, at("trained", plan.TRAIN_METRICS))
 
 
 def evaluation_votes_of(target):
-    return per_boundary(target, "results/eval/{run}/epoch_{epoch}/votes.npz", full=True)
+    return per_run(target, at("full", plan.VOTES), evaluations=True)
 
 
-def report_boundaries():
-    """(run, epoch) pairs in the report: every smoke boundary, and full-run checkpoints already on disk; of a run
-    with a stop rule, those up to where it stopped (a full run's decisions as they are on disk).
+def ensembles_of(target):
+    """The metrics of each run's ensembles (evaluation.ensemble_last: averaged weights and pooled votes of its last
+    trained checkpoints); none without ensemble_last."""
+    k = CFG.evaluation.ensemble_last
+    return per_run(target, lambda p: plan.ensemble_files(p, k)) if k else []
 
-    So `snakemake report` never starts GPU training; after a full run it evaluates and tabulates what exists.
-    """
-    pairs = []
-    for name, run in CFG.runs.items():
-        if not in_report(name):
-            continue
-        for epoch in planned_epochs(name, wait=run.target == "smoke"):
-            if run.target == "smoke" or os.path.exists(
-                f"results/runs/{name}/ckpt/epoch_{epoch}.pt"
-            ):
-                pairs.append((name, epoch))
-    return pairs
+
+def report_boundaries(which="trained"):
+    """(run, epoch) in the report (arcpipe.plan.report_boundaries): every trained smoke boundary; a full run's
+    trained checkpoints on disk, by its records on disk, so `snakemake report` never trains. which="full": those
+    whose full evaluation is due."""
+    return plan.report_boundaries(CFG, plan_of, os.path.exists, which)
 
 
 def evaluations_for_report(wildcards):
-    return [
-        f"results/eval/{run}/epoch_{epoch}/metrics.json"
-        for run, epoch in full_report_boundaries()
-    ]
+    return [plan.FULL.format(run=r, epoch=e) for r, e in report_boundaries("full")]
 
 
 def evaluation_votes_for_report(wildcards):
-    return [
-        f"results/eval/{run}/epoch_{epoch}/votes.npz"
-        for run, epoch in full_report_boundaries()
-    ]
-
-
-def full_report_boundaries():
-    """`report_boundaries` whose full evaluation is due (all of them without evaluation.quick); a full run's
-    schedule records as they are on disk."""
-    return [
-        (run, epoch)
-        for run, epoch in report_boundaries()
-        if full_due(run, epoch, wait=CFG.runs[run].target == "smoke")
-    ]
+    return [plan.VOTES.format(run=r, epoch=e) for r, e in report_boundaries("full")]
 
 
 def quick_evaluations_for_report(wildcards):
     """The quick evaluation of every boundary in the report; none without evaluation.quick."""
     if CFG.evaluation.quick is None:
         return []
-    return [QUICK.format(run=run, epoch=epoch) for run, epoch in report_boundaries()]
+    return [plan.QUICK.format(run=r, epoch=e) for r, e in report_boundaries()]
+
+
+def train_metrics_for_report(wildcards):
+    return [plan.TRAIN_METRICS.format(run=r, epoch=e) for r, e in report_boundaries()]
+
+
+def ensembles_for_report(wildcards):
+    """The ensembles of the runs whose ensemble checkpoints are all in the report."""
+    k = CFG.evaluation.ensemble_last
+    if not k:
+        return []
+    reported = set(report_boundaries())
+    return [
+        name
+        for run in CFG.runs
+        for p in [plan_of(run, wait=CFG.runs[run].target == "smoke")]
+        if p.ensemble and all((run, e) in reported for e in p.ensemble)
+        for name in plan.ensemble_files(p, k)
+    ]
 
 
 def last_boundaries(wildcards):
-    """The last {k} boundaries of the run, oldest first: the checkpoints of its ensemble (eval/ensemble.py)."""
-    boundaries = planned_epochs(wildcards.run)
-    if int(wildcards.k) > len(boundaries):
+    """The boundaries of the run's ensemble of its last {k} trained checkpoints, oldest first (eval/ensemble.py)."""
+    p = plan_of(wildcards.run)
+    k = int(wildcards.k)
+    if len(p.trained) < k:
         raise ValueError(
-            f"run {wildcards.run} has {len(boundaries)} checkpoints, fewer than {wildcards.k}"
+            f"run {wildcards.run} has {len(p.trained)} trained checkpoints, fewer than {k}"
         )
-    return boundaries[-int(wildcards.k) :]
+    return p.trained[-k:]
 
 
 def last_checkpoints(wildcards):
     return [
-        f"results/runs/{wildcards.run}/ckpt/epoch_{epoch}.pt"
-        for epoch in last_boundaries(wildcards)
+        plan.CKPT.format(run=wildcards.run, epoch=e) for e in last_boundaries(wildcards)
     ]
 
 
 def last_votes(wildcards):
     return [
-        f"results/eval/{wildcards.run}/epoch_{epoch}/votes.npz"
-        for epoch in last_boundaries(wildcards)
+        plan.VOTES.format(run=wildcards.run, epoch=e)
+        for e in last_boundaries(wildcards)
     ]
-
-
-def ensembles_of(target, runs=None):
-    """The metrics of each run's ensembles of its last evaluation.ensemble_last checkpoints, averaged weights and
-    pooled votes (rules evaluate_average, pool_last_votes); none without ensemble_last.
-    """
-    k = CFG.evaluation.ensemble_last
-    if not k:
-        return []
-    # a target's runs: a gated run's ensembles wait for its gate (`gated`)
-    if runs is None:
-        return [
-            item
-            for run in CFG.runs_for(target)
-            for item in gated(run, ensembles_of(None, [run]))
-        ]
-    return [
-        f"results/eval/{run}/{kind}_last{k}/metrics.json"
-        for run in runs
-        for kind in ("avg", "pooled")
-    ]
-
-
-def ensembles_for_report(wildcards):
-    """`ensembles_of` for the runs whose last ensemble_last checkpoints are all in the report."""
-    in_report = set(report_boundaries())
-    k = CFG.evaluation.ensemble_last or 0
-    runs = [
-        name
-        for name, run in CFG.runs.items()
-        if k
-        and all(
-            (name, epoch) in in_report
-            for epoch in planned_epochs(name, wait=False)[-k:]
-        )
-    ]
-    return ensembles_of(None, runs)
 
 
 # what render_report writes into a folder (report/render.py, from tables.py, selection.py, summary.py): each table
@@ -685,13 +502,6 @@ def report_files(folder, category=None):
         png = report(f"{folder}/{stem}.png", caption=caption, category=cat)
         files.append(png)
     return files + [f"{folder}/selection_tasks.json"]
-
-
-def train_metrics_for_report(wildcards):
-    return [
-        f"results/runs/{run}/metrics/epoch_{epoch}.jsonl"
-        for run, epoch in report_boundaries()
-    ]
 
 
 def verified_datasets_for_report(wildcards):
@@ -744,9 +554,10 @@ def identifiers_for_run(wildcards):
 
 
 def kaggle_bundle():
-    """The bundle `snakemake kaggle` makes: evaluation.kaggle_run (default: the first run) at its chosen epoch."""
+    """The bundle `snakemake kaggle` makes: evaluation.kaggle_run (default: the first run) at its chosen epoch, else
+    at its last trained one (arcpipe.plan.kaggle_epoch: where a stop rule ended it)."""
     name = CFG.evaluation.kaggle_run or next(iter(CFG.runs))
-    epoch = CFG.evaluation.kaggle_epoch or CFG.runs[name].epochs
+    epoch = plan.kaggle_epoch(CFG, name, ON_DISK)
     return f"results/kaggle/{name}/epoch_{epoch}"
 
 

@@ -102,7 +102,7 @@ rule evaluate_quick:
 
 
 # a checkpoint: its record decides whether the targets and the report ask for the boundary's full evaluation
-# (common.smk: full_due). Local: it reads a few small files.
+# (arcpipe.plan). Local: it reads a few small files.
 checkpoint schedule_full:
     input:
         unpack(schedule_inputs),  # the quick evaluations up to {epoch}; a stop rule's decision there

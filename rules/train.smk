@@ -42,7 +42,7 @@ rule run_preflight:
 
 
 # runs.<run>.gate: another run's evaluation must reach a threshold before this run trains (arcpipe.gates). A
-# checkpoint: the record decides which of the run's files the targets ask for (common.smk: gated), so a gate that
+# checkpoint: the record decides which of the run's files the targets ask for (arcpipe.plan), so a gate that
 # falls short is a decision, not a failed job. Local: it reads one small file.
 checkpoint check_gate:
     input:
@@ -66,7 +66,7 @@ checkpoint check_gate:
 
 # runs.<run>.stop: end a run before its last epoch once its answer is in (arcpipe.stopping). A checkpoint at the end
 # of each training segment but the last: its record decides which of the run's later files the targets ask for
-# (common.smk: planned_epochs). Local: it reads a few small files.
+# (arcpipe.plan). Local: it reads a few small files.
 checkpoint decide_boundary:
     input:
         unpack(decision_inputs),  # the segment's evaluations; the previous decision, whose history this extends
@@ -93,8 +93,7 @@ rule train_segment:
         verified=ancient_input(verified_dataset),  # the trainer checks the data's identity and verification
         config=ancient("results/runs/{run}/config.yaml"),  # changed training fields stop the plan (arcpipe.keep)
         gate=first_segment_gate,  # full runs: the preflight passed
-        decided=gate_decision,  # gated runs: waits for check_gate; no file, so a gate never retrains a run
-        go_on=stop_decision,  # stop-rule runs: waits for decide_boundary; no file, as for gates
+        planned=planned_boundary,  # waits for the gate and the stop decision before it; no file (arcpipe.plan)
     output:
         ckpt="results/runs/{run}/ckpt/epoch_{epoch}.pt",  # evaluated; kept
         state=temp("results/runs/{run}/state/epoch_{epoch}.pt"),  # to continue; only the latest survives

@@ -214,8 +214,27 @@ def _job_status(ns: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _exit_code(ns: str, name: str, index: int) -> int | None:
+    """The pod's exit code; None while it runs. A pod whose process is gone without an exit code (killed from
+    outside, or it died before it could write one) has failed, as the kubelet reports a lost pod: without this a
+    Job would stay active for ever and the driver would wait on it."""
     path = _pod_dir(ns, name) / f"{index}.exit"
-    return int(path.read_text()) if path.exists() else None
+    if path.exists():
+        return int(path.read_text())
+    try:
+        pid = int((_pod_dir(ns, name) / f"{index}.pid").read_text())
+    except (OSError, ValueError):  # not written yet: the pod is starting
+        return None
+    if not _alive(pid) and not path.exists():
+        return 137
+    return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")  # a zombie has exited
 
 
 def _port_for(ns: str, name: str) -> int:

@@ -68,10 +68,26 @@ def expected_gpus(cfg: WorkflowConfig, rule: str, run: str) -> int:
 KILLED_IN = "urm-arc2-segment"
 
 
-def kill_driver_while_training(work: Path, args: list[str], env: dict, training: callable, timeout_s: int = 900) -> str:
+# A driver whose log and whose scheduler's jobs have not changed for this long has stalled: the test fails then,
+# with the driver's last lines and every job's state, instead of at its deadline (a whole rehearsal takes 3-5 min)
+STALL_S = 180
+
+
+def kill_driver_while_training(
+    work: Path,
+    args: list[str],
+    env: dict,
+    training: callable,
+    jobs: callable = lambda: "",
+    timeout_s: int = 900,
+) -> str:
     """Start `snakemake ARGS` in its own process group; SIGKILL the whole group at a random moment while a
-    training job runs on the scheduler (`training()` names it, or None). Returns the job that was running."""
-    with open(work / "killed-driver.log", "w") as log:
+    training job runs on the scheduler (`training()` names it, or None). Returns the job that was running.
+
+    `jobs()` describes the scheduler's jobs (one line each: name and state): when neither it nor the driver's log
+    changed for STALL_S seconds, or the driver ended first, the test fails with both."""
+    driver_log = work / "killed-driver.log"
+    with open(driver_log, "w") as log:
         proc = subprocess.Popen(
             [str(VENV_BIN / "snakemake"), *args], cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -80,6 +96,7 @@ def kill_driver_while_training(work: Path, args: list[str], env: dict, training:
             deadline = time.monotonic() + timeout_s
             wait = random.uniform(0, 3)  # a random moment inside a segment
             first = running = None
+            seen, changed = None, time.monotonic()
             while time.monotonic() < deadline and proc.poll() is None:
                 time.sleep(0.5)
                 running = training()
@@ -87,7 +104,24 @@ def kill_driver_while_training(work: Path, args: list[str], env: dict, training:
                     first = time.monotonic()
                 if running is not None and time.monotonic() - first >= wait:
                     break  # still training at the moment of the kill
-            assert running, "no training job ran: " + (work / "killed-driver.log").read_text()[-3000:]
+                now = (driver_log.stat().st_size, jobs())
+                if now != seen:
+                    seen, changed = now, time.monotonic()
+                elif time.monotonic() - changed > STALL_S:
+                    break
+            if not running:
+                why = (
+                    f"the driver ended (rc {proc.returncode})"
+                    if proc.poll() is not None
+                    else f"nothing changed for {STALL_S} s"
+                    if time.monotonic() < deadline
+                    else f"the deadline of {timeout_s} s passed"
+                )
+                tail = "\n".join(driver_log.read_text().splitlines()[-60:])
+                raise AssertionError(
+                    f"no {KILLED_IN} training job ran: {why}.\nthe scheduler's jobs:\n{jobs()}\n"
+                    f"the driver's last lines:\n{tail}"
+                )
         finally:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()

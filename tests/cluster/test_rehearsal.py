@@ -59,7 +59,22 @@ def test_full_rehearsal_through_the_ice_profile(tmp_path: Path, fake_ice: dict) 
                 jobs.append(path.stem)
         return jobs
 
-    killed = kill_driver_while_training(work, args, env, lambda: next((j for j in running() if KILLED_IN in j), None))
+    def jobs() -> str:
+        """Every Job the stand-in holds, with its pods' states and a running pod's last log line."""
+        lines = []
+        for path in sorted(state.glob("*/job/*.json")):
+            pods = state / path.parent.parent.name / "pods" / path.stem
+            for log in sorted(pods.glob("*.log")):
+                code = log.with_suffix(".exit")
+                last = (log.read_text(errors="replace").strip().splitlines() or [""])[-1][:160]
+                lines.append(f"{path.stem} pod {log.stem}: " + (f"exit {code.read_text()}" if code.exists() else last))
+            if not list(pods.glob("*.log")):
+                lines.append(f"{path.stem}: no pod started")
+        return "\n".join(lines)
+
+    killed = kill_driver_while_training(
+        work, args, env, lambda: next((j for j in running() if KILLED_IN in j), None), jobs
+    )
     assert killed in running(), "the dead driver's training Job should still run"
     # Kubernetes re-creates the driver pod (cluster/ice/driver.yaml): another host, so the old driver's heartbeat
     # is what says it is gone; `unshare --uts` gives the new driver a hostname of its own (`localhost`: the

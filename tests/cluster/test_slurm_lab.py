@@ -105,8 +105,14 @@ def test_full_rehearsal_through_the_slurm_profile(tmp_path: Path, slurm_lab: Non
         # the plugin's comment: rule_train_segment_wildcards_..., or rule_train-<run>-segment<k> for a group job
         return [c for _, c, d in jobs if Path(d) == work and ("train_segment" in c or c.startswith("rule_train-"))]
 
+    def queue() -> str:
+        """Every job SLURM knows of now, one line each (for a stalled driver's report)."""
+        return subprocess.run(["squeue", "-h", "-o", "%i %T %k"], capture_output=True, text=True).stdout
+
     env = base_env(WANDB_API_KEY=SENTINEL)  # must reach the jobs as an environment variable only
-    killed = kill_driver_while_training(work, args, env, lambda: next((j for j in running() if KILLED_IN in j), None))
+    killed = kill_driver_while_training(
+        work, args, env, lambda: next((j for j in running() if KILLED_IN in j), None), queue
+    )
     assert killed in running(), "the dead driver's training job should still run on SLURM"
     done = snakemake(args, work, env, 1400)
     assert done.returncode == 0, done.stdout[-5000:]

@@ -22,6 +22,7 @@ from arcpipe.config import WorkflowConfig
 from arcpipe.files import atomic_write_many
 from arcpipe.forecast import forecast_table
 from arcpipe.gates import gate_status
+from arcpipe.plan import stop_records
 from arcpipe.report.format import SELECTED_ON_TEST, table_files, write_table
 from arcpipe.report.load import (
     LOSS,
@@ -187,19 +188,9 @@ def _statuses(cfg: WorkflowConfig, comparison: pd.DataFrame) -> dict[str, str]:
 
 
 def _stops(cfg: WorkflowConfig, comparison: pd.DataFrame) -> dict[str, dict[str, Any]]:
-    # each reported run a stop rule ended: its first decision record that says stop (decide_boundary rewrites the
-    # records when the rule changes, so a raised patience that let the run continue leaves none)
-    stopped = {}
-    for name in set(comparison["run"]) if len(comparison) else ():
-        if name not in cfg.runs or cfg.runs[name].stop is None:
-            continue
-        records = (RESULTS / "runs" / name / "decisions").glob("epoch_*.json")
-        for path in sorted(records, key=lambda p: int(p.stem.removeprefix("epoch_"))):
-            record = json.loads(path.read_text())
-            if record["stop"]:
-                stopped[name] = record
-                break
-    return stopped
+    # each reported run a stop rule ended: the decision record where its plan stopped (arcpipe.plan)
+    names = sorted(set(comparison["run"])) if len(comparison) else []
+    return stop_records(cfg, RESULTS.parent, names)
 
 
 def _write_report(

@@ -1,0 +1,460 @@
+"""The plan of a workflow: what each (run, boundary) is owed, decided from the config and the decision records.
+
+    records = DiskRecords("results")                 # or rules/common.smk's, which makes a job wait for a record
+    p = run_plan(cfg, "urm-arc1", records)          # RunPlan: gate, trained boundaries, evaluations, stop, waits
+    p.trained, p.full, p.quick, p.decisions, p.ensemble, p.gate.state, p.waiting
+    fates(cfg, "urm-arc1", records)                 # one line per boundary: trained or not, which evaluations, why
+
+Three kinds of decision are made from results while a workflow runs, each by a Snakemake checkpoint that writes a
+record (one reader each, below):
+
+* a gate (`runs.<run>.gate`, arcpipe.gates; record results/gates/<run>.json): the run trains only if another
+  run's full evaluation reaches a threshold;
+* a stop rule (`runs.<run>.stop`, arcpipe.stopping; results/runs/<run>/decisions/epoch_<E>.json at every segment end
+  but the last): the run ends at the first boundary whose decision says stop;
+* the quick/full schedule (`evaluation.quick`; results/eval/<run>/schedule/epoch_<E>.json at every boundary): whether
+  the boundary's full evaluation is due, besides its quick one.
+
+This module is the only place that turns them into a plan: rules/common.smk asks it (its input functions are
+wiring: each asks `run_plan` and formats paths), so do the report, the driver's end-of-run lines and the forecast.
+It reads no torch and never touches Snakemake: a `Records` answers each question with the record's verdict, or None
+while the record does not exist; the plan then says it waits on it (`RunPlan.waiting`). Snakemake's own Records
+raises instead, which makes the asking job wait for the checkpoint and ask again (rules/common.smk). Records are
+asked in the order the decisions are made, and no further than the first one missing, so a job waits on exactly the
+record that decides what comes next.
+
+Where two features meet (docs/staged-runs.md):
+
+* a gate reads the gate run's full evaluation at gate.epoch, else at its last planned boundary; when the gate run
+  stopped before that boundary, at the boundary where it stopped (its last trained one). That full evaluation is
+  due whatever the quick schedule says (`full_reasons`: "read by the gate of <run>");
+* a gate on a run that itself never started (its own gate closed) is closed;
+* a stopped run's ensembles (evaluation.ensemble_last: averaged weights and pooled votes) use its last trained
+  boundaries; a run with fewer trained boundaries than ensemble_last has none;
+* a stop rule decides on the quick evaluations under evaluation.quick (on the held-out selection tasks either way),
+  and the boundary where it stops gets the full evaluation (arcpipe.stopping.full_evaluation_due);
+* a run whose gate is closed trains nothing, is evaluated nowhere and is in the report as "not started".
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+if TYPE_CHECKING:
+    from arcpipe.config import RunConfig, WorkflowConfig
+
+# the files of a boundary, as the rules name them ({run}, {epoch})
+CKPT = "results/runs/{run}/ckpt/epoch_{epoch}.pt"
+STATE = "results/runs/{run}/state/epoch_{epoch}.pt"
+TRAIN_METRICS = "results/runs/{run}/metrics/epoch_{epoch}.jsonl"
+FULL = "results/eval/{run}/epoch_{epoch}/metrics.json"
+VOTES = "results/eval/{run}/epoch_{epoch}/votes.npz"
+QUICK = "results/eval/{run}/epoch_{epoch}/quick/metrics.json"
+# the records of the three decisions
+DECISION = "results/runs/{run}/decisions/epoch_{epoch}.json"
+SCHEDULE = "results/eval/{run}/schedule/epoch_{epoch}.json"
+GATE = "results/gates/{run}.json"
+
+
+# -- records: one reader for each kind ------------------------------------------------------------------------------
+
+
+def read_json(path: str | Path) -> dict[str, Any] | None:
+    """A record, or None when there is none."""
+    try:
+        return json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        return None
+
+
+def read_decision(path: str | Path) -> dict[str, Any] | None:
+    """A stop rule's decision record (arcpipe.stopping.decision_record): `stop`, `reason`, `epoch`, the scores."""
+    return read_json(path)
+
+
+def read_schedule(path: str | Path) -> dict[str, Any] | None:
+    """A quick/full schedule record (arcpipe.stopping.schedule_at_boundary): `full`, `reason`."""
+    return read_json(path)
+
+
+def read_gate(path: str | Path) -> dict[str, Any] | None:
+    """A gate record (arcpipe.gates.decide): `passed`, `value`, `min`, `epoch`."""
+    return read_json(path)
+
+
+class Records(Protocol):
+    """The verdict of each decision record; None while the record does not exist (the plan waits on it)."""
+
+    def stop(self, run: str, epoch: int) -> bool | None: ...
+
+    def full(self, run: str, epoch: int) -> bool | None: ...
+
+    def gate(self, run: str) -> bool | None: ...
+
+
+@dataclass(frozen=True)
+class DiskRecords:
+    """The records as they are on disk under `root` (the workflow's directory)."""
+
+    root: Path = Path(".")
+
+    def _read(self, reader: Any, pattern: str, key: str, **where: Any) -> bool | None:
+        record = reader(self.root / pattern.format(**where))
+        return None if record is None else bool(record[key])
+
+    def stop(self, run: str, epoch: int) -> bool | None:
+        return self._read(read_decision, DECISION, "stop", run=run, epoch=epoch)
+
+    def full(self, run: str, epoch: int) -> bool | None:
+        return self._read(read_schedule, SCHEDULE, "full", run=run, epoch=epoch)
+
+    def gate(self, run: str) -> bool | None:
+        return self._read(read_gate, GATE, "passed", run=run)
+
+
+@dataclass(frozen=True)
+class MemoryRecords:
+    """Records held in dictionaries (tests, and what-if plans): {(run, epoch): stop}, {(run, epoch): full},
+    {run: passed}; a missing key is a record not made yet."""
+
+    stops: Mapping[tuple[str, int], bool] = field(default_factory=dict)
+    fulls: Mapping[tuple[str, int], bool] = field(default_factory=dict)
+    gates: Mapping[str, bool] = field(default_factory=dict)
+
+    def stop(self, run: str, epoch: int) -> bool | None:
+        return self.stops.get((run, epoch))
+
+    def full(self, run: str, epoch: int) -> bool | None:
+        return self.fulls.get((run, epoch))
+
+    def gate(self, run: str) -> bool | None:
+        return self.gates.get(run)
+
+
+# -- the plan -------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Wait:
+    """A decision record the rest of a run's plan depends on, not made yet."""
+
+    kind: Literal["gate", "decision", "schedule"]
+    run: str
+    epoch: int | None = None
+
+    @property
+    def path(self) -> str:
+        pattern = {"gate": GATE, "decision": DECISION, "schedule": SCHEDULE}[self.kind]
+        return pattern.format(run=self.run, epoch=self.epoch)
+
+
+@dataclass(frozen=True)
+class GatePlan:
+    """A run's gate: the gate run's boundary it reads (None until known), and whether it is waiting, open or
+    closed, and why."""
+
+    gate_run: str
+    epoch: int | None
+    state: Literal["waiting", "open", "closed"]
+    why: str
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """What one run is owed, as far as the records decide it.
+
+    trained: the boundaries the run trains (every planned one without staged features); decisions: the segment ends
+    whose stop decision is asked for; quick: the boundaries with a quick evaluation; full: those whose full
+    evaluation is due (`full_reasons` says why); stopped_at: where a stop rule ended it; ensemble: the boundaries
+    of its ensembles (averaged weights, pooled votes), () when none; waiting: the records not made yet that decide
+    the rest (empty: the plan is final)."""
+
+    run: str
+    gate: GatePlan | None
+    trained: tuple[int, ...]
+    decisions: tuple[int, ...]
+    quick: tuple[int, ...]
+    full: tuple[int, ...]
+    full_reasons: Mapping[int, str]
+    stopped_at: int | None
+    ensemble: tuple[int, ...]
+    waiting: tuple[Wait, ...]
+    planned: tuple[int, ...]  # every boundary of the config, trained or not
+
+    @property
+    def final(self) -> bool:
+        return not self.waiting
+
+    @property
+    def started(self) -> bool:
+        return self.gate is None or self.gate.state == "open"
+
+    def refusal(self, epoch: int) -> str | None:
+        """Why boundary `epoch` is not trained (the config key to change), or None when it is."""
+        if epoch in self.trained:
+            return None
+        if self.gate is not None and self.gate.state == "closed":
+            return f"runs.{self.run}.gate: {self.gate.why}: the run does not train; lower gate.min or remove the gate"
+        if self.stopped_at is not None and epoch > self.stopped_at:
+            return (
+                f"runs.{self.run}.stop: the run stopped at epoch {self.stopped_at} (record "
+                f"{DECISION.format(run=self.run, epoch=self.stopped_at)}); epochs after it are not trained: raise "
+                "stop.target or stop.patience to go on"
+            )
+        if epoch not in self.planned:
+            return f"runs.{self.run}: epoch {epoch} is not a boundary (every {self.planned[0]} epochs)"
+        return f"runs.{self.run}: epoch {epoch} waits on {', '.join(w.path for w in self.waiting)}"
+
+    def fate(self, epoch: int) -> str:
+        """One line: what boundary `epoch` gets, and why."""
+        if epoch not in self.trained:
+            refusal = self.refusal(epoch) or ""
+            return f"{self.run} epoch {epoch}: not trained ({refusal.partition(': ')[2]})"
+        evaluations = ["quick"] if epoch in self.quick else []
+        if epoch in self.full:
+            evaluations.append(f"full ({self.full_reasons[epoch]})")
+        elif epoch in self.quick:
+            pending = Wait("schedule", self.run, epoch) in self.waiting
+            evaluations.append("full: waits on its schedule" if pending else "no full evaluation (not due)")
+        if epoch in self.decisions:
+            evaluations.append("stop decision here" + (": stop" if epoch == self.stopped_at else ""))
+        return f"{self.run} epoch {epoch}: trained; " + "; ".join(evaluations)
+
+
+def is_static(cfg: WorkflowConfig, name: str) -> bool:
+    """Whether a run's plan comes from the config alone (no gate, no stop rule, no quick schedule): then every
+    boundary is trained and fully evaluated, and no record is asked for."""
+    run = cfg.runs[name]
+    return run.gate is None and run.stop is None and cfg.evaluation.quick is None
+
+
+def gate_reading(cfg: WorkflowConfig, name: str, records: Records) -> tuple[str, int | None, tuple[Wait, ...], str]:
+    """The gate run's boundary that run `name`'s gate reads: (gate run, epoch or None, waits, why).
+
+    gate.epoch, else the gate run's last planned boundary; when the gate run stopped before it, the boundary where it
+    stopped. None while a decision of the gate run before that boundary is not made (waits names it), or when the
+    gate run never trains (its own gate closed; why says so). Asks only for the records up to that boundary."""
+    gate = cfg.runs[name].gate
+    assert gate is not None, name
+    wanted = gate.epoch or cfg.runs[gate.run].epochs
+    source = run_plan(cfg, gate.run, records, until=wanted, evaluations=False)
+    if source.gate is not None and source.gate.state == "closed":
+        return gate.run, None, (), f"gate run {gate.run} never started ({source.gate.why})"
+    if source.stopped_at is not None and source.stopped_at < wanted:
+        return gate.run, source.stopped_at, (), f"{gate.run} stopped at epoch {source.stopped_at}"
+    if wanted in source.trained and not source.waiting:
+        return gate.run, wanted, (), f"{gate.run} epoch {wanted}"
+    return gate.run, None, source.waiting, f"{gate.run} has not reached epoch {wanted} yet"
+
+
+def run_plan(
+    cfg: WorkflowConfig, name: str, records: Records, *, until: int | None = None, evaluations: bool = True
+) -> RunPlan:
+    """The plan of run `name` from the config and `records` (see the module's docstring).
+
+    until: only the boundaries up to this epoch, and only the records needed to train them (the stop decisions
+    before it; the gate): what a training job asks. evaluations=False: no schedule record is asked for (`full` then
+    holds only the boundaries due without one)."""
+    run = cfg.runs[name]
+    planned = tuple(e for e in run.boundaries() if until is None or e <= until)
+    gate = _gate_plan(cfg, name, records) if run.gate is not None else None
+    if gate is not None and gate.state != "open":
+        waiting = _gate_waits(cfg, name, records) if gate.state == "waiting" else ()
+        return RunPlan(name, gate, (), (), (), (), {}, None, (), waiting, planned)
+
+    trained, decisions, waiting = [], [], []
+    stopped_at = None
+    ends = set(run.segment_ends()[:-1]) if run.stop is not None else set()  # the last: nothing left to decide
+    for epoch in planned:
+        trained.append(epoch)
+        if epoch in ends and (until is None or epoch < until):
+            decisions.append(epoch)
+            verdict = records.stop(name, epoch)
+            if verdict is None:
+                waiting.append(Wait("decision", name, epoch))
+                break
+            if verdict:
+                stopped_at = epoch
+                break
+
+    quick = tuple(trained) if cfg.evaluation.quick is not None else ()
+    reasons: dict[int, str] = {}
+    if cfg.evaluation.quick is None:
+        reasons = {e: "every boundary (no evaluation.quick)" for e in trained}
+    elif evaluations:
+        for epoch in trained:
+            verdict = records.full(name, epoch)
+            if verdict is None:
+                waiting.append(Wait("schedule", name, epoch))
+            elif verdict:
+                reasons[epoch] = "due by the quick schedule"
+    for reader, epoch in _gate_readers(cfg, name, trained, stopped_at):
+        reasons.setdefault(epoch, f"read by the gate of {reader}")
+
+    k = cfg.evaluation.ensemble_last or 0
+    finished = until is None and not any(w.kind == "decision" for w in waiting)
+    return RunPlan(
+        run=name,
+        gate=gate,
+        trained=tuple(trained),
+        decisions=tuple(decisions),
+        quick=quick,
+        full=tuple(e for e in trained if e in reasons),
+        full_reasons=reasons,
+        stopped_at=stopped_at,
+        ensemble=tuple(trained[-k:]) if k and finished and len(trained) >= k else (),
+        waiting=tuple(waiting),
+        planned=planned,
+    )
+
+
+def _gate_plan(cfg: WorkflowConfig, name: str, records: Records) -> GatePlan:
+    gate_run, epoch, waits, why = gate_reading(cfg, name, records)
+    if epoch is None:
+        return GatePlan(gate_run, None, "waiting" if waits else "closed", why)
+    verdict = records.gate(name)
+    if verdict is None:
+        return GatePlan(gate_run, epoch, "waiting", f"{why}: not checked yet")
+    gate = cfg.runs[name].gate
+    verb = "passed" if verdict else "fell short"
+    return GatePlan(
+        gate_run, epoch, "open" if verdict else "closed", f"{gate.metric} at {why} {verb} (min {gate.min:g})"
+    )
+
+
+def _gate_waits(cfg: WorkflowConfig, name: str, records: Records) -> tuple[Wait, ...]:
+    _, epoch, waits, _ = gate_reading(cfg, name, records)
+    return waits if epoch is None else (Wait("gate", name),)
+
+
+def _gate_readers(cfg: WorkflowConfig, name: str, trained: list[int], stopped_at: int | None) -> list[tuple[str, int]]:
+    """(run, epoch) for each run whose gate reads one of `name`'s trained boundaries: its full evaluation is due."""
+    readers = []
+    for other, run in cfg.runs.items():
+        if run.gate is None or run.gate.run != name:
+            continue
+        wanted = run.gate.epoch or cfg.runs[name].epochs
+        if stopped_at is not None and stopped_at < wanted:
+            readers.append((other, stopped_at))
+        elif wanted in trained:
+            readers.append((other, wanted))
+    return readers
+
+
+def plans(cfg: WorkflowConfig, records: Records, names: list[str] | None = None) -> dict[str, RunPlan]:
+    """The plan of every run (or of `names`)."""
+    return {name: run_plan(cfg, name, records) for name in (names if names is not None else cfg.runs)}
+
+
+def fates(cfg: WorkflowConfig, name: str, records: Records) -> list[str]:
+    """One line per planned boundary of run `name`: trained or not, which evaluations, and why."""
+    plan = run_plan(cfg, name, records)
+    lines = [plan.fate(epoch) for epoch in plan.planned]
+    if plan.gate is not None:
+        lines.insert(0, f"{name}: gate {plan.gate.state}: {plan.gate.why}")
+    return lines
+
+
+# -- what the rules ask for -----------------------------------------------------------------------------------------
+
+
+def previous_files(run: RunConfig, name: str, epoch: int) -> dict[str, str]:
+    """A segment's inputs from the one before: {} for the first; else the previous boundary's checkpoint and state.
+
+    Runs with a stop rule take no state from the end of the previous segment: after a stop Snakemake deletes that
+    temp file, and going on later (a raised target or patience) must not re-run a finished segment for it; the
+    trainer resumes from the state's kept copy (resume/boundaries/, train/loop.py) instead."""
+    previous = epoch - run.eval_interval
+    if previous <= 0:
+        return {}
+    files = {"previous_ckpt": CKPT.format(run=name, epoch=previous)}
+    if run.stop is None or previous not in run.segment_ends():
+        files["previous_state"] = STATE.format(run=name, epoch=previous)
+    return files
+
+
+def segment_epochs(run: RunConfig, epoch: int) -> list[int]:
+    """The boundaries of the training segment that ends at `epoch`."""
+    start = max([0, *(e for e in run.segment_ends() if e < epoch)])
+    return [e for e in run.boundaries() if start < e <= epoch]
+
+
+def segment_index(run: RunConfig, epoch: int) -> int:
+    """The group of boundary `epoch`: consecutive boundaries of one segment share one cluster job."""
+    return (epoch // run.eval_interval - 1) // run.segment_evals
+
+
+def files(plan: RunPlan, pattern: str, which: str) -> list[str]:
+    """`pattern` ({run}, {epoch}) at the plan's `which` boundaries: trained, full, quick, decisions or ensemble."""
+    return [pattern.format(run=plan.run, epoch=e) for e in getattr(plan, which)]
+
+
+def report_boundaries(cfg: WorkflowConfig, plan_of: Any, on_disk: Any, which: str = "trained") -> list[tuple[str, int]]:
+    """(run, epoch) pairs in the report: every trained boundary of a smoke run (`plan_of(name, wait, evaluations)`
+    waits for its records); of a full run, the trained boundaries whose checkpoint is on disk, by the records on disk
+    (wait=False), so that `snakemake report` never trains. which="full": only those whose full evaluation is due. A
+    run whose gate is closed has none."""
+    pairs = []
+    for name, run in cfg.runs.items():
+        smoke = run.target == "smoke"
+        plan = plan_of(name, smoke, which == "full")
+        pairs += [(name, e) for e in getattr(plan, which) if smoke or on_disk(CKPT.format(run=name, epoch=e))]
+    return pairs
+
+
+ENSEMBLE = "results/eval/{run}/{kind}_last{k}/metrics.json"
+
+
+def ensemble_files(plan: RunPlan, k: int) -> list[str]:
+    """The metrics of the run's two ensembles of its last `k` trained checkpoints (averaged weights, pooled
+    votes); none when the plan has no ensemble (fewer trained boundaries, or not final yet)."""
+    if not plan.ensemble:
+        return []
+    return [ENSEMBLE.format(run=plan.run, kind=kind, k=k) for kind in ("avg", "pooled")]
+
+
+def stop_records(cfg: WorkflowConfig, root: Path, names: list[str]) -> dict[str, dict[str, Any]]:
+    """Each of `names` that a stop rule ended: its stopping decision record (the report's and the summary's)."""
+    stopped = {}
+    for name in names:
+        if name not in cfg.runs or cfg.runs[name].stop is None:
+            continue
+        plan = run_plan(cfg, name, DiskRecords(root))
+        if plan.stopped_at is not None:
+            stopped[name] = read_decision(root / DECISION.format(run=name, epoch=plan.stopped_at))
+    return stopped
+
+
+def decision_inputs(cfg: WorkflowConfig, name: str, epoch: int) -> dict[str, Any]:
+    """decide_boundary's inputs at segment end `epoch`: the segment's evaluations (the quick ones under
+    evaluation.quick: training waits for them only) and the previous decision, whose history this one extends."""
+    run = cfg.runs[name]
+    pattern = QUICK if cfg.evaluation.quick is not None else FULL
+    files: dict[str, Any] = {"metrics": [pattern.format(run=name, epoch=e) for e in segment_epochs(run, epoch)]}
+    earlier = [e for e in run.segment_ends() if e < epoch]
+    if earlier:
+        files["previous"] = DECISION.format(run=name, epoch=earlier[-1])
+    return files
+
+
+def schedule_inputs(cfg: WorkflowConfig, name: str, epoch: int) -> dict[str, Any]:
+    """schedule_full's inputs at `epoch`: the quick evaluations up to it; at a decided segment end of a run with a
+    stop rule, its decision (a stop makes this the stopping boundary, whose full evaluation is due)."""
+    run = cfg.runs[name]
+    files: dict[str, Any] = {"metrics": [QUICK.format(run=name, epoch=e) for e in run.boundaries() if e <= epoch]}
+    if run.stop is not None and epoch in run.segment_ends()[:-1]:
+        files["decision"] = DECISION.format(run=name, epoch=epoch)
+    return files
+
+
+def kaggle_epoch(cfg: WorkflowConfig, name: str, records: Records) -> int:
+    """The checkpoint the Kaggle bundle packs: evaluation.kaggle_epoch, else the run's last trained boundary as the
+    records decide it (where a stop rule ended it), else its last planned one."""
+    if cfg.evaluation.kaggle_epoch:
+        return cfg.evaluation.kaggle_epoch
+    plan = run_plan(cfg, name, records, evaluations=False)
+    return plan.stopped_at or cfg.runs[name].epochs
