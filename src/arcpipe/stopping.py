@@ -9,10 +9,11 @@ evaluation.selection_tasks is set it is scored on the held-out selection tasks, 
 checkpoint selection draws them (report/selection.py: the run's dataset seed), never on the tasks the reported number
 is scored on; with selection_tasks 0 it falls back to every test task, and each score and decision says so.
 
-The rule fires at the first boundary where the metric reaches `target`, or where `patience` evaluations have passed
-since the best one without a gain of more than `min_delta` (the first evaluation sets the best). A decision at the
-run's last planned boundary never stops: there is nothing left to skip. Raising the target or the patience later only
-changes the decisions, so training continues from the stopping boundary's checkpoint.
+The rule fires at the first boundary where the metric reaches `target` (target 0: rises above 0), or where
+`patience` evaluations have passed since the best one without a gain of more than `min_delta` (the first evaluation
+sets the best). A decision at the run's last planned boundary never stops: there is nothing left to skip. Raising
+the target or the patience later only changes the decisions, so training continues from the stopping boundary's
+checkpoint.
 
 Rule decide_boundary (rules/train.smk), a Snakemake checkpoint, calls `decide_at_boundary` at the end of each
 training segment but the last: the record it writes (results/runs/{run}/decisions/epoch_{epoch}.json) decides which
@@ -132,8 +133,8 @@ def decide(history: Sequence[Score], rule: StopConfig, boundaries: Sequence[int]
         why = f"{reading}; the planned last epoch"
     elif rule.min_epoch is not None and current.epoch < rule.min_epoch:
         why = f"{reading}; no stop before min_epoch {rule.min_epoch}"
-    elif rule.target is not None and current.value >= rule.target:
-        fired, why = "target", f"{reading} >= target {rule.target:g}"
+    elif rule.target is not None and reached(current.value, rule.target):
+        fired, why = "target", f"{reading} {'>' if rule.target == 0 else '>='} target {rule.target:g}"
     elif rule.patience is not None and since_best >= rule.patience:
         fired = "patience"
         why = (
@@ -156,6 +157,11 @@ def decide(history: Sequence[Score], rule: StopConfig, boundaries: Sequence[int]
         planned_epochs=boundaries[-1],
         scores=list(history),
     )
+
+
+def reached(value: float, target: float) -> bool:
+    """Whether a score reaches a stop rule's target: at or above it; target 0 means above 0 (anything learned)."""
+    return value > 0 if target == 0 else value >= target
 
 
 def full_evaluation_due(
@@ -270,8 +276,9 @@ def boundary_score(
         return Score(
             epoch,
             float(scores[metric].mean()),
-            f"all {len(tasks)} test tasks (fall-back: evaluation.selection_tasks is 0, so the rule reads the tasks "
-            "the reported number is scored on)",
+            (f"the {len(tasks)} quick-evaluation tasks" if quick else f"all {len(tasks)} test tasks")
+            + " (fall-back: evaluation.selection_tasks is 0, so the rule reads the tasks the reported number is "
+            "scored on)",
             fallback=True,
             quick=quick,
         )

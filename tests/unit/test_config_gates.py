@@ -110,3 +110,42 @@ def test_a_gate_is_not_a_training_field():
     assert training_changes(plain.model_dump(mode="json"), gated.model_dump(mode="json")) == []
     # the run's resolved config (rules/common.smk: run_config) leaves the gate out: it names another run
     assert config_hash(plain) == config_hash(gated.model_copy(update={"gate": None}))
+
+
+def test_a_gate_across_targets_is_refused():
+    assert _problems(_with_gates(**{"smoke-trm": {**GATE}})) == [
+        "config.yaml: runs.smoke-trm.gate.run='urm-arc1-validate' is a full run and smoke-trm a smoke run: "
+        "`snakemake smoke` would train urm-arc1-validate to check the gate; gate on a smoke run"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("fields", "line"),
+    [
+        (
+            {"epochs": 4, "segment_evals": 2, "stop": {"target": 0.1}},
+            "config.yaml: runs.smoke-trm.stop: the run trains in one segment (segment_evals=2 of its 2 checkpoints), "
+            "so no boundary is left to stop at; lower segment_evals or remove the stop rule",
+        ),
+        (
+            {"epochs": 8, "stop": {"patience": 1, "min_epoch": 8}},
+            "config.yaml: runs.smoke-trm.stop.min_epoch=8 is after the run's last decision (epoch 6: the last "
+            "segment end but one), so the rule never fires; lower it",
+        ),
+    ],
+)
+def test_a_stop_rule_that_cannot_fire_is_refused(fields, line):
+    raw = copy.deepcopy(SHIPPED)
+    raw["runs"]["smoke-trm"].update(fields)
+    assert _problems(raw) == [line]
+
+
+def test_stop_target_0_means_any_score_above_0():
+    from arcpipe.stopping import Score, decide
+
+    raw = copy.deepcopy(SHIPPED)
+    raw["runs"]["smoke-trm"].update({"epochs": 8, "stop": {"target": 0.0}})
+    rule = validate_config(raw).runs["smoke-trm"].stop
+    flat = decide([Score(2, 0.0, "t")], rule, [2, 4, 6, 8])
+    learned = decide([Score(2, 0.0, "t"), Score(4, 0.01, "t")], rule, [2, 4, 6, 8])
+    assert not flat.stop and learned.stop and "0.010 on t at epoch 4 > target 0" in learned.reason

@@ -1,12 +1,17 @@
-"""Stop rules in the real workflow: smoke-trm with 4 boundaries (epochs 8, eval_interval 2) and a rule whose outcome
-is known on CPU, a plateau of patience 1 with min_delta 1.0 (pass@K cannot rise by more than 1), fires at the 2nd
-boundary (epoch 4).
+"""Stop rules in the real workflow, and the ICE team's scenario: a validation run with a stop rule and quick
+evaluation gates a main run (validate, stop early, then launch).
 
-Epochs 5-8 are then never trained nor evaluated (no checkpoint, evaluation, decision or log of them), the decision
-records and the driver's output say at which epoch and why, and Snakemake exits 0. Raising the patience and running
-the same command again decides again and continues from epoch 4 without re-training it; the final weights equal,
-bitwise, those of a run that never had a stop rule (the rule is no part of what training computes): the session's
-`quick_run` (conftest.py), the same 8 epochs with quick evaluations and no stop rule.
+smoke-trm has 4 boundaries (epochs 8, eval_interval 2), quick evaluations (session_runs.QUICK) and a stop rule
+whose outcome is known on CPU, a plateau of patience 1 with min_delta 1.0 (pass@K cannot rise by more than 1): it
+fires at the 2nd boundary (epoch 4). Two runs are gated on it at its last epoch, which it never reaches: their gates
+read epoch 4, where it stopped (arcpipe.plan), whose full evaluation is due. smoke-main (min 0) trains;
+smoke-closed (min 1) never starts, and the driver's last lines say why.
+
+Epochs 5-8 of smoke-trm are then never trained nor evaluated (no checkpoint, evaluation, decision or log of them),
+the decision records and the driver's output say at which epoch and why, and Snakemake exits 0. Raising the
+patience and running the same command again decides again and continues from epoch 4 without re-training it; the
+final weights equal, bitwise, those of a run that never had a stop rule (the rule is no part of what training
+computes): the session's `quick_run` (conftest.py), the same 8 epochs with quick evaluations and no stop rule.
 
 Scratch working directories with the repository's Snakefile and a copy of config/config.yaml (scratch.py), the
 smoke dataset with 2 augmentations (session_runs.LONG_SMOKE, as quick_run).
@@ -19,16 +24,35 @@ import json
 import pytest
 import torch
 from scratch import snakemake
-from session_runs import long_smoke_with_stop_rule
+from session_runs import QUICK, long_smoke_with_stop_rule
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
 RUN = "results/runs/smoke-trm"
-STOP = long_smoke_with_stop_rule(patience=1, min_delta=1.0)
-GO_ON = long_smoke_with_stop_rule(patience=5, min_delta=1.0)
+MAIN = {  # smoke-trm's recipe for 4 epochs (2 segments), gated on smoke-trm
+    "target": "smoke", "dataset": "smoke", "arch": "trm", "preset": "tiny", "epochs": 4, "eval_interval": 2,
+    "global_batch_size": 32, "lr": 1.0e-3, "lr_warmup_steps": 4, "puzzle_emb_lr": 1.0e-2, "ema": True,
+}  # fmt: skip
+
+
+def scenario(**stop) -> dict:
+    """smoke-trm with the stop rule and quick evaluation, and the two runs gated on it."""
+    overlay = long_smoke_with_stop_rule(**stop)
+    gate = {"run": "smoke-trm", "metric": "pass@2"}
+    overlay["evaluation"] = {"quick": QUICK}
+    overlay["runs"] = {
+        **overlay["runs"],
+        "smoke-main": {**MAIN, "gate": {**gate, "min": 0.0}},
+        "smoke-closed": {**MAIN, "gate": {**gate, "min": 1.0}},
+    }
+    return overlay
+
+
+STOP = scenario(patience=1, min_delta=1.0)
+GO_ON = scenario(patience=5, min_delta=1.0)
 FALLBACK = (
-    "all 16 test tasks (fall-back: evaluation.selection_tasks is 0, so the rule reads the tasks the reported number "
-    "is scored on)"
+    "the 4 quick-evaluation tasks (fall-back: evaluation.selection_tasks is 0, so the rule reads the tasks the "
+    "reported number is scored on)"
 )
 
 
@@ -66,6 +90,28 @@ def test_a_plateau_at_the_second_of_four_boundaries_ends_the_run_there(stopped):
     assert line in proc.stderr.splitlines()
     assert not (work / f"{RUN}/state/epoch_4.pt").exists()  # temp: gone; its kept copy is what a continuation reads
     assert (work / f"{RUN}/resume/boundaries/state_epoch_4.pt").exists()
+
+
+def test_a_gate_on_a_run_that_stopped_early_decides_where_it_stopped(stopped):
+    """Validate, stop early, launch: both gates read smoke-trm's epoch 4, where it stopped (its last planned epoch,
+    8, never comes), from that boundary's full evaluation; smoke-main trains, smoke-closed never starts, and the
+    driver's last lines say why."""
+    work, proc = stopped
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    value = json.loads((work / "results/eval/smoke-trm/epoch_4/metrics.json").read_text())["pass@2"]
+    for run, passed in (("smoke-main", True), ("smoke-closed", False)):
+        record = json.loads((work / f"results/gates/{run}.json").read_text())
+        assert (record["gate_run"], record["epoch"], record["passed"], record["value"]) == (
+            "smoke-trm", 4, passed, value
+        )  # fmt: skip
+    for epoch in (2, 4):
+        assert (work / f"results/runs/smoke-main/ckpt/epoch_{epoch}.pt").exists()
+        assert (work / f"results/eval/smoke-main/epoch_{epoch}/quick/metrics.json").exists()
+    assert not (work / "results/runs/smoke-closed").exists() and not (work / "results/eval/smoke-closed").exists()
+    lines = proc.stderr.splitlines()
+    why = f"not started: gate smoke-trm pass@2 = {value:.4g} at epoch 4 < min 1"
+    assert any(line.startswith("arcpipe:   smoke-closed") and line.endswith(why) for line in lines), lines[-12:]
+    assert any(line.startswith("arcpipe:   smoke-main  last") for line in lines), lines[-12:]
 
 
 def test_a_raised_patience_continues_from_the_stopping_checkpoint_bitwise(stopped, quick_run):

@@ -12,10 +12,11 @@ from arcpipe.config.base import PassAtK, Strict, invalid, uncomputed_metric
 
 class StopConfig(Strict):
     """Stop at a boundary when `metric` reaches `target`, or after `patience` evaluations without a gain of more
-    than `min_delta` over the best so far; either rule, or both (whichever fires first)."""
+    than `min_delta` over the best so far; either rule, or both (whichever fires first). target 0: as soon as the
+    metric is above 0 (the run has learned anything)."""
 
     metric: PassAtK = "pass@2"  # a pass@K of evaluation.pass_ks, as metrics.json names it
-    target: float | None = Field(default=None, gt=0, le=1)  # pass@K is a fraction
+    target: float | None = Field(default=None, ge=0, le=1)  # pass@K is a fraction; 0: any score above 0
     patience: int | None = Field(default=None, gt=0)  # evaluations after the best one
     min_delta: float = Field(default=0.0, ge=0)  # a gain counts when it is above this
     # never before this epoch: a curve still flat at zero early on (nothing learned yet) is not a plateau

@@ -108,6 +108,20 @@ class WorkflowConfig(Strict):
             )
         problems += _gate_problems(self.runs, self.evaluation.pass_ks)
         problems += stop_problems({name: run.stop for name, run in self.runs.items()}, self.evaluation.pass_ks)
+        for name, run in self.runs.items():
+            if run.stop is None:
+                continue
+            if len(run.segment_ends()) < 2:
+                problems.append(
+                    f"runs.{name}.stop: the run trains in one segment (segment_evals={run.segment_evals} of its "
+                    f"{run.num_evaluations} checkpoints), so no boundary is left to stop at; lower segment_evals "
+                    "or remove the stop rule"
+                )
+            elif run.stop.min_epoch is not None and run.stop.min_epoch > run.segment_ends()[-2]:
+                problems.append(
+                    f"runs.{name}.stop.min_epoch={run.stop.min_epoch} is after the run's last decision (epoch "
+                    f"{run.segment_ends()[-2]}: the last segment end but one), so the rule never fires; lower it"
+                )
         held_out = self.evaluation.selection_tasks
         for name in sorted({run.dataset for run in self.runs.values()} & set(self.datasets)):
             # max_puzzles caps the test subset, so a dataset never has more test tasks than that
@@ -156,6 +170,11 @@ def _gate_problems(runs: dict[str, RunConfig], pass_ks: list[int]) -> list[str]:
                 f"{where}.epoch={gate.epoch} is not a checkpoint of run {gate.run} (multiples of "
                 f"eval_interval={other.eval_interval} up to epochs={other.epochs}); pick one, or remove epoch for "
                 "its last"
+            )
+        if gate.run in runs and runs[gate.run].target != run.target:
+            problems.append(
+                f"{where}.run={gate.run!r} is a {runs[gate.run].target} run and {name} a {run.target} run: "
+                f"`snakemake {run.target}` would train {gate.run} to check the gate; gate on a {run.target} run"
             )
         if problem := uncomputed_metric(f"{where}.metric", gate.metric, pass_ks):
             problems.append(problem)

@@ -1,0 +1,241 @@
+"""arcpipe.plan over generated configs and generated decision histories, in milliseconds each.
+
+Each example is a config (1-4 runs of varied lengths, intervals and segment sizes; each with or without a stop rule
+and a gate on an earlier run; with or without evaluation.quick and ensemble_last) and a history of decisions:
+`simulate` plays the workflow's checkpoint loop, making each record the plan waits on with a drawn verdict, until
+the plan waits on nothing. Every intermediate plan and the final one must hold the properties below; the rules in
+`JOBS` say which files each planned job reads, with the same library functions rules/common.smk calls.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from arcpipe import plan
+from arcpipe.config import GateConfig, QuickEvalConfig, StopConfig, WorkflowConfig
+
+ROOT = Path(__file__).resolve().parents[2]
+SHIPPED = WorkflowConfig.model_validate(yaml.safe_load((ROOT / "config/config.yaml").read_text()))
+BASE = SHIPPED.runs["smoke-trm"]
+
+
+@st.composite
+def configs(draw: st.DrawFn) -> WorkflowConfig:
+    runs = {}
+    for i in range(draw(st.integers(1, 4))):
+        interval = draw(st.integers(1, 3))
+        boundaries = draw(st.integers(1, 6))
+        fields = {"epochs": interval * boundaries, "eval_interval": interval, "segment_evals": draw(st.integers(1, 3))}
+        if draw(st.booleans()):
+            target = draw(st.none() | st.sampled_from([0.0, 0.5, 1.0]))
+            patience = draw(st.none() | st.integers(1, 3)) if target is not None else draw(st.integers(1, 3))
+            min_epoch = draw(st.none() | st.integers(1, interval * boundaries))
+            fields["stop"] = StopConfig(target=target, patience=patience, min_epoch=min_epoch)
+        if runs and draw(st.booleans()):
+            gate_run = draw(st.sampled_from(sorted(runs)))
+            epoch = draw(st.none() | st.sampled_from(runs[gate_run].boundaries()))
+            fields["gate"] = GateConfig(run=gate_run, metric="pass@1", min=0.0, epoch=epoch)
+        runs[f"r{i}"] = BASE.model_copy(update=fields)
+    quick = draw(st.none() | st.builds(QuickEvalConfig, full_every=st.none() | st.integers(1, 3)))
+    evaluation = SHIPPED.evaluation.model_copy(
+        update={"quick": quick, "ensemble_last": draw(st.none() | st.integers(1, 3))}
+    )
+    return SHIPPED.model_copy(update={"runs": runs, "evaluation": evaluation})
+
+
+def simulate(cfg: WorkflowConfig, verdicts: st.DataObject) -> tuple[plan.MemoryRecords, list[dict]]:
+    """The checkpoint loop: while a plan waits on records, make each (a drawn verdict) whose own inputs are made.
+    Returns the final records and every plan seen on the way."""
+    records = plan.MemoryRecords({}, {}, {})
+    seen = []
+    for _ in range(200):
+        plans = plan.plans(cfg, records)
+        seen.append(plans)
+        waits = {w for p in plans.values() for w in p.waiting}
+        if not waits:
+            return records, seen
+        made = False
+        for wait in sorted(waits, key=lambda w: (w.kind != "decision", w.run, w.epoch or 0)):
+            if any(need not in done(records) for need in record_inputs(cfg, records, wait)):
+                continue
+            verdict = verdicts.draw(st.booleans(), label=wait.path)
+            if wait.kind == "decision":
+                records.stops[(wait.run, wait.epoch)] = verdict
+            elif wait.kind == "schedule":
+                records.fulls[(wait.run, wait.epoch)] = verdict
+            else:
+                records.gates[wait.run] = verdict
+            made = True
+        assert made, f"every waited-on record needs one not made: {sorted(w.path for w in waits)}"
+    raise AssertionError("the plan kept waiting")
+
+
+def done(records: plan.MemoryRecords) -> set[str]:
+    return (
+        {plan.DECISION.format(run=r, epoch=e) for r, e in records.stops}
+        | {plan.SCHEDULE.format(run=r, epoch=e) for r, e in records.fulls}
+        | {plan.GATE.format(run=r) for r in records.gates}
+    )
+
+
+def record_inputs(cfg: WorkflowConfig, records: plan.Records, wait: plan.Wait) -> list[str]:
+    """The records a waited-on record's job reads (its evaluations are made once their boundary trains)."""
+    if wait.kind == "decision":
+        return [p for p in plan.decision_inputs(cfg, wait.run, wait.epoch).values() if isinstance(p, str)]
+    if wait.kind == "schedule":
+        return [p for p in plan.schedule_inputs(cfg, wait.run, wait.epoch).values() if isinstance(p, str)]
+    return []
+
+
+def producers(cfg: WorkflowConfig, plans: dict[str, plan.RunPlan], records: plan.Records) -> dict[str, list[str]]:
+    """Every file a planned job makes -> the files that job reads (rules/*.smk's inputs, through the library)."""
+    made: dict[str, list[str]] = {}
+    k = cfg.evaluation.ensemble_last
+    for name, p in plans.items():
+        run = cfg.runs[name]
+        for epoch in p.trained:
+            inputs = list(plan.previous_files(run, name, epoch).values())
+            for pattern in (plan.CKPT, plan.STATE, plan.TRAIN_METRICS):
+                made[pattern.format(run=name, epoch=epoch)] = inputs
+            ckpt = [plan.CKPT.format(run=name, epoch=epoch)]
+            made[plan.FULL.format(run=name, epoch=epoch)] = ckpt  # evaluate_checkpoint runs for any trained one
+            made[plan.VOTES.format(run=name, epoch=epoch)] = ckpt
+            if cfg.evaluation.quick is not None:
+                made[plan.QUICK.format(run=name, epoch=epoch)] = ckpt
+                made[plan.SCHEDULE.format(run=name, epoch=epoch)] = flat(plan.schedule_inputs(cfg, name, epoch))
+        for epoch in p.decisions:
+            made[plan.DECISION.format(run=name, epoch=epoch)] = flat(plan.decision_inputs(cfg, name, epoch))
+        if p.ensemble:
+            ckpts = [plan.CKPT.format(run=name, epoch=e) for e in p.ensemble]
+            votes = [plan.VOTES.format(run=name, epoch=e) for e in p.ensemble]
+            for path, inputs in zip(plan.ensemble_files(p, k), (ckpts, votes), strict=True):
+                made[path] = inputs
+        if p.gate is not None and p.gate.epoch is not None:
+            made[plan.GATE.format(run=name)] = [plan.FULL.format(run=p.gate.gate_run, epoch=p.gate.epoch)]
+    return made
+
+
+def flat(files: dict) -> list[str]:
+    return [f for v in files.values() for f in ([v] if isinstance(v, str) else v)]
+
+
+def targets(cfg: WorkflowConfig, plans: dict[str, plan.RunPlan]) -> list[str]:
+    """What `snakemake smoke` asks for (rules/common.smk: evaluations_of, ensembles_of), every run in the target."""
+    files = []
+    k = cfg.evaluation.ensemble_last
+    for p in plans.values():
+        files += plan.files(p, plan.FULL, "full") + plan.files(p, plan.DECISION, "decisions")
+        files += plan.files(p, plan.QUICK, "quick") + (plan.ensemble_files(p, k) if k else [])
+    return files
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cfg=configs(), verdicts=st.data())
+def test_every_plan_of_a_generated_history_holds(cfg: WorkflowConfig, verdicts: st.DataObject) -> None:
+    records, seen = simulate(cfg, verdicts)
+    final = seen[-1]
+    for before, after in zip(seen, seen[1:], strict=False):  # a record only adds to a plan
+        for name in cfg.runs:
+            assert set(before[name].trained) <= set(after[name].trained), name
+            assert set(before[name].full) <= set(after[name].full), name
+
+    # no planned job asks for a file that no planned job makes
+    made = producers(cfg, final, records)
+    todo, needed = list(targets(cfg, final)), set()
+    while todo:
+        path = todo.pop()
+        if path in needed:
+            continue
+        needed.add(path)
+        assert path in made, f"{path} is asked for and no planned job makes it"
+        todo += made[path]
+
+    for name, p in final.items():
+        run = cfg.runs[name]
+        assert p.final and set(p.trained) <= set(run.boundaries())
+        # every planned evaluation is of a trained boundary; nothing after a stop is asked for
+        assert set(p.full) <= set(p.trained) and set(p.quick) <= set(p.trained)
+        assert set(p.decisions) <= set(p.trained) and set(p.ensemble) <= set(p.trained)
+        if p.stopped_at is not None:
+            assert max(p.trained) == p.stopped_at and records.stop(name, p.stopped_at) is True
+            assert all(p.refusal(e) and "stopped at" in p.refusal(e) for e in run.boundaries() if e > p.stopped_at)
+        elif p.started:
+            assert p.trained == tuple(run.boundaries())
+        else:
+            assert p.trained == () and p.gate.state == "closed" and p.refusal(run.boundaries()[0])
+        # a training job asks only for the records decided before its boundary, and is refused nothing planned
+        for epoch in p.trained:
+            before = plan.run_plan(cfg, name, records, until=epoch, evaluations=False)
+            assert before.refusal(epoch) is None and before.final
+        # a gate never waits on an evaluation that will not exist: the boundary it reads is trained and fully
+        # evaluated, and where the gate run stopped early, it is where it stopped
+        if run.gate is not None and p.gate.epoch is not None:
+            source = final[run.gate.run]
+            assert p.gate.epoch in source.trained and p.gate.epoch in source.full
+            wanted = run.gate.epoch or cfg.runs[run.gate.run].epochs
+            assert p.gate.epoch == min(wanted, source.stopped_at or wanted)
+        elif run.gate is not None:
+            assert final[run.gate.run].gate.state == "closed"  # only a gate run that never started reads nothing
+        k = cfg.evaluation.ensemble_last
+        if k and p.ensemble:
+            assert p.ensemble == p.trained[-k:]
+        elif k:
+            assert len(p.trained) < k
+
+
+@pytest.mark.parametrize("target", ["smoke", "full"])
+def test_without_staged_features_every_boundary_is_trained_and_fully_evaluated(target: str) -> None:
+    """The shipped config's runs without gates or stop rules: the plan of the config alone, job for job, and it
+    asks for no record. (tests/run.sh's dry runs list the same jobs as before the plan library.)"""
+
+    class NoRecords:
+        def stop(self, run: str, epoch: int) -> bool:
+            raise AssertionError(f"asked for {run}'s decision at {epoch}")
+
+        full = stop
+
+        def gate(self, run: str) -> bool:
+            raise AssertionError(f"asked for {run}'s gate")
+
+    for name in SHIPPED.runs_for(target):
+        run = SHIPPED.runs[name]
+        if run.gate is not None or run.stop is not None:
+            continue
+        assert plan.is_static(SHIPPED, name)
+        p = plan.run_plan(SHIPPED, name, NoRecords())
+        boundaries = tuple(run.boundaries())
+        assert p.trained == p.full == boundaries and p.decisions == p.quick == () and p.final
+
+
+def test_the_ice_scenario_validate_then_launch() -> None:
+    """urm-arc1-validate with a stop rule and quick evaluation gating urm-arc1: it stops at its second checkpoint,
+    the gate reads that one (its full evaluation due though the quick schedule did not ask for it), urm-arc1
+    trains; with the gate short of its minimum, urm-arc1 trains nothing and says why."""
+    validate = SHIPPED.runs["urm-arc1-validate"].model_copy(update={"stop": StopConfig(target=0.05)})
+    runs = {**SHIPPED.runs, "urm-arc1-validate": validate}
+    cfg = SHIPPED.model_copy(
+        update={"runs": runs, "evaluation": SHIPPED.evaluation.model_copy(update={"quick": QuickEvalConfig()})}
+    )
+    b = validate.boundaries()
+    ends = validate.segment_ends()
+    stop_at = ends[0]
+    history = plan.MemoryRecords({("urm-arc1-validate", stop_at): True}, dict.fromkeys(
+        [("urm-arc1-validate", e) for e in b if e <= stop_at], False), {"urm-arc1": True})  # fmt: skip
+    gate = plan.run_plan(cfg, "urm-arc1", history).gate
+    assert (gate.gate_run, gate.epoch, gate.state) == ("urm-arc1-validate", stop_at, "open")
+    source = plan.run_plan(cfg, "urm-arc1-validate", history)
+    assert source.full == (stop_at,) and source.full_reasons[stop_at] == "read by the gate of urm-arc1"
+    assert source.trained == tuple(e for e in b if e <= stop_at)
+    main = plan.run_plan(cfg, "urm-arc1", history, evaluations=False)
+    assert main.trained == tuple(cfg.runs["urm-arc1"].boundaries())
+
+    closed = plan.MemoryRecords(history.stops, history.fulls, {"urm-arc1": False})
+    main = plan.run_plan(cfg, "urm-arc1", closed)
+    assert main.trained == () and main.gate.state == "closed"
+    assert "fell short" in main.refusal(cfg.runs["urm-arc1"].boundaries()[0])
+    assert plan.fates(cfg, "urm-arc1", closed)[0].startswith("urm-arc1: gate closed: pass@1 at urm-arc1-validate")
