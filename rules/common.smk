@@ -21,7 +21,7 @@ from arcpipe.driver import (
     take_over,
 )
 from arcpipe.doctor.memory import fit_problems
-from arcpipe.forecast import forecast_header, forecast_line, forecast_runs
+from arcpipe.forecast import forecast_lines
 from arcpipe import plan
 from arcpipe.keep import config_drift, planned_jobs, retraining
 from arcpipe.launch import job_resources
@@ -110,26 +110,13 @@ if _DRIFT:
 # config checks passed; `arcpipe forecast:` lines, apart from the `arcpipe:` lines that report problems
 if workflow.is_main_process:
     _named = [target for target in ("smoke", "full") if target in sys.argv[1:]]
-    _forecast = forecast_runs(CFG, Path("results"))
-    print(
-        f"arcpipe forecast: {forecast_header(CFG.report.gpu_hour_price, Path('results'))}",
-        file=sys.stderr,
-    )
     _listed = (
         sorted({r for t in _named for r in CFG.runs_for(t)})
         if _named
-        else sorted(_forecast)
+        else sorted(CFG.runs)
     )
-    for _run in _listed:
-        print(
-            f"arcpipe forecast: {forecast_line(_run, _forecast[_run])}", file=sys.stderr
-        )
-    _total = sum(_forecast[_run].gpu_hours for _run in _listed)
-    _cost = sum(_forecast[_run].cost for _run in _listed)
-    print(
-        f"arcpipe forecast: in all: {_total:,.0f} GPU-h, cost {_cost:,.0f}",
-        file=sys.stderr,
-    )
+    for _line in forecast_lines(CFG, Path("results"), _listed):
+        print(f"arcpipe forecast: {_line}", file=sys.stderr)
     # a micro-batch that will not fit its GPU, by the memory model's shipped or cached figures (nothing computed)
     for _problem in fit_problems(CFG, _listed, Path("results"))[0]:
         print(f"arcpipe: warning: {_problem}", file=sys.stderr)
@@ -249,7 +236,7 @@ class WaitingRecords:
 
 
 WAITING = WaitingRecords()
-ON_DISK = plan.DiskRecords(Path("."))
+ON_DISK = plan.DiskRecords(Path("results"))
 
 
 def plan_of(name, wait=True, evaluations=False, until=None):

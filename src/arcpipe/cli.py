@@ -301,7 +301,7 @@ def _add_config(stages: argparse._SubParsersAction) -> None:
 
 def _config_check(args: argparse.Namespace) -> int:
     from arcpipe.config import cost_per_hour, load_config
-    from arcpipe.forecast import forecast_header, forecast_line, forecast_runs
+    from arcpipe.forecast import forecast_lines
 
     cfg = load_config(args.config)
     for name, run in cfg.runs.items():
@@ -313,9 +313,11 @@ def _config_check(args: argparse.Namespace) -> int:
             + (f", seed {run.seed} of seed group {run.seed_group}" if run.seed_group else "")
         )
     if cfg.runs:
-        print(forecast_header(cfg.report.gpu_hour_price, args.results))
-        for name, forecast in forecast_runs(cfg, args.results).items():
-            print(f"  {forecast_line(name, forecast)}")
+        header, *lines, total = forecast_lines(cfg, args.results, list(cfg.runs))
+        print(header)
+        for line in lines:
+            print(f"  {line}")
+        print(f"  {total}")
         _memory_warnings(cfg, args.results)
     print(f"{args.config}: ok ({len(cfg.datasets)} datasets, {len(cfg.runs)} runs)")
     return 0

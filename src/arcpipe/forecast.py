@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from arcpipe import plan
 from arcpipe.config import ArckitSource, KaggleSource, Source
 from arcpipe.config.arch import make_arch_config
 
@@ -98,6 +99,7 @@ class Forecast:
     cost: float
     data: DataSize
     throughput: Throughput | None  # None for a CPU run
+    outcome: Outcome | None = None  # how much of the run; None: all of it, every boundary fully evaluated
 
     @property
     def gpu_hours(self) -> float:
@@ -105,28 +107,112 @@ class Forecast:
 
 
 def forecast_runs(cfg: WorkflowConfig, results: Path) -> dict[str, Forecast]:
-    """Every run's forecast; each dataset's metadata and each run's doctor record read once."""
+    """Every run's forecast, planned (see `outcomes`); each dataset's metadata and each run's doctor record read
+    once. A staged run's cheapest outcome is `forecast_ranges`'s."""
+    return {name: high for name, (_, high) in forecast_ranges(cfg, results).items()}
+
+
+def forecast_ranges(cfg: WorkflowConfig, results: Path) -> dict[str, tuple[Forecast, Forecast]]:
+    """Every run's (cheapest, planned) forecast by the decisions on disk in results/ (arcpipe.plan): the two
+    are the same for a run without staged features."""
     sizes = {name: data_size(name, cfg.datasets[name], results) for name in {run.dataset for run in cfg.runs.values()}}
-    return {
-        name: forecast_run(cfg, name, sizes[run.dataset], doctor_throughput(results, name, run))
-        for name, run in cfg.runs.items()
-    }
+    records = plan.DiskRecords(results)
+    ranges = {}
+    for name, run in cfg.runs.items():
+        measured = doctor_throughput(results, name, run)
+        if plan.is_static(cfg, name):
+            one = forecast_run(cfg, name, sizes[run.dataset], measured)
+            ranges[name] = (one, one)
+            continue
+        low, high = outcomes(cfg, name, records)
+        ranges[name] = tuple(forecast_run(cfg, name, sizes[run.dataset], measured, o) for o in (low, high))
+    return ranges
 
 
-def forecast_run(cfg: WorkflowConfig, name: str, data: DataSize, measured: Throughput | None = None) -> Forecast:
-    """One run's forecast from its dataset's size and, when given, a measured throughput (else the assumption)."""
+@dataclass(frozen=True)
+class Outcome:
+    """How much of a run is trained and evaluated: epochs, full and quick evaluations of the test split (controls
+    and the averaged ensemble not counted), and why (arcpipe.plan's decisions so far)."""
+
+    epochs: int
+    full: int
+    quick: int
+    why: str
+
+
+def outcomes(cfg: WorkflowConfig, name: str, records: plan.Records) -> tuple[Outcome, Outcome]:
+    """(cheapest, planned): what run `name` costs at least and at most, given the decisions made so far.
+
+    Planned: every boundary up to the last, or to where its stop rule ended it; every boundary fully evaluated
+    (under evaluation.quick, a quick evaluation each and a full one wherever the schedule may ask). Cheapest: a gate
+    not decided yet closes (nothing trained); a stop rule not fired yet fires at its first possible decision (the
+    first segment end at or after stop.min_epoch and the decisions already made to go on); under evaluation.quick
+    the full evaluations are only those always due (the first boundary, the last trained one, every
+    full_every-th, one a gate reads) and those the schedule already asked for. A closed gate: nothing either way."""
+    run = cfg.runs[name]
+    p = plan.run_plan(cfg, name, records)
+    if p.gate is not None and p.gate.state == "closed":
+        nothing = Outcome(0, 0, 0, f"gate closed: {p.gate.why}")
+        return nothing, nothing
+    planned_end = p.stopped_at or run.epochs
+    planned_why = f"stopped at epoch {p.stopped_at}" if p.stopped_at else f"all {run.epochs} epochs"
+    if p.gate is not None and p.gate.state == "waiting":
+        cheapest_end, cheapest_why = 0, "the gate closes"
+    elif run.stop is not None and p.stopped_at is None:
+        went_on = [e for e in p.decisions if records.stop(name, e) is False]
+        first = run.stop.min_epoch or 0
+        ends = [e for e in run.segment_ends()[:-1] if e >= first and e not in went_on]
+        cheapest_end = ends[0] if ends else run.epochs
+        cheapest_why = f"the stop rule fires at epoch {cheapest_end}" if ends else f"all {run.epochs} epochs"
+    else:
+        cheapest_end, cheapest_why = planned_end, planned_why
+
+    def count(end: int, least: bool) -> Outcome:
+        boundaries = [e for e in run.boundaries() if e <= end]
+        if cfg.evaluation.quick is None:
+            return Outcome(end, len(boundaries), 0, "")
+        if not least:
+            return Outcome(end, len(boundaries), len(boundaries), "")
+        every = cfg.evaluation.quick.full_every
+        due = {boundaries[0], boundaries[-1]} if boundaries else set()
+        due |= {e for i, e in enumerate(boundaries, 1) if every and i % every == 0}
+        due |= {e for e in p.full if e <= end}
+        return Outcome(end, len(due), len(boundaries), "")
+
+    low, high = count(cheapest_end, True), count(planned_end, False)
+    return Outcome(low.epochs, low.full, low.quick, cheapest_why), Outcome(
+        high.epochs, high.full, high.quick, planned_why
+    )
+
+
+def forecast_run(
+    cfg: WorkflowConfig,
+    name: str,
+    data: DataSize,
+    measured: Throughput | None = None,
+    outcome: Outcome | None = None,
+) -> Forecast:
+    """One run's forecast from its dataset's size and, when given, a measured throughput (else the assumption).
+    outcome: how much of the run (`outcomes`); the whole run, every boundary fully evaluated, without."""
     run = cfg.runs[name]
     arch = make_arch_config(run.arch, run.preset, run.arch_overrides)
-    steps = total_steps(run.epochs, data.total_groups, data.mean_puzzle_examples, run.global_batch_size)
+    outcome = outcome or Outcome(run.epochs, run.num_evaluations, 0, "")
+    steps = total_steps(outcome.epochs, data.total_groups, data.mean_puzzle_examples, run.global_batch_size)
+    if outcome.epochs == 0:
+        steps = 0
     train_row = train_flops_per_example(arch, SEQ_LEN, VOCAB).total
     eval_row = eval_flops_per_step(arch, SEQ_LEN, VOCAB).total * eval_steps(arch)  # every ACT step
     evaluation = cfg.evaluation
-    passes = (run.num_evaluations + (evaluation.ensemble_last is not None)) * (1 + len(evaluation.controls))
     rows = data.test_rows
     if evaluation.quick_puzzles is not None and evaluation.quick_puzzles < data.test_tasks:
         rows = math.ceil(rows * evaluation.quick_puzzles / data.test_tasks)
+    ensemble = evaluation.ensemble_last is not None and outcome.epochs > 0
+    passes = (outcome.full + ensemble) * (1 + len(evaluation.controls))
+    pass_rows = passes * rows  # full passes, then the quick ones on their share of the test tasks
+    if outcome.quick and evaluation.quick is not None:
+        pass_rows += math.ceil(outcome.quick * rows * evaluation.quick.num_tasks(data.test_tasks) / data.test_tasks)
     train_examples = steps * run.global_batch_size
-    train_flops, eval_flops = float(train_examples * train_row), float(passes * rows * eval_row)
+    train_flops, eval_flops = float(train_examples * train_row), float(pass_rows * eval_row)
 
     if not run.uses_gpus:
         throughput, gpu, train_gpu_h, eval_gpu_h, train_hours, capped = None, "", 0.0, 0.0, math.nan, False
@@ -139,7 +225,7 @@ def forecast_run(cfg: WorkflowConfig, name: str, data: DataSize, measured: Throu
         if capped:
             train_hours = run.max_hours
             train_gpu_h = train_hours * run.num_devices
-        eval_gpu_h = passes * rows / throughput.eval_examples_per_s / 3600 if run.evaluation_gpus else 0.0
+        eval_gpu_h = pass_rows / throughput.eval_examples_per_s / 3600 if run.evaluation_gpus else 0.0
     return Forecast(
         steps=steps,
         train_examples=train_examples,
@@ -157,6 +243,7 @@ def forecast_run(cfg: WorkflowConfig, name: str, data: DataSize, measured: Throu
         cost=(train_gpu_h + eval_gpu_h) * cfg.report.gpu_hour_price,
         data=data,
         throughput=throughput,
+        outcome=outcome,
     )
 
 
@@ -226,8 +313,27 @@ def doctor_throughput(results: Path, run_name: str, run: RunConfig) -> Throughpu
 # output
 
 
-def forecast_line(name: str, forecast: Forecast) -> str:
-    """`trm-arc1: 518,226 steps, 398M examples, 1.6e20 FLOPs train + 1.6e19 eval (10 x 419k rows); 4 x ...`."""
+def forecast_line(name: str, forecast: Forecast, cheapest: Forecast | None = None) -> str:
+    """`trm-arc1: 518,226 steps, 398M examples, 1.6e20 FLOPs train + 1.6e19 eval (10 x 419k rows); 4 x ...`;
+    with the cheapest outcome of a staged run (`forecast_ranges`), where it differs, the range after it."""
+    line = _forecast_line(name, forecast)
+    if cheapest is not None and forecast.outcome is not None and cheapest.outcome != forecast.outcome:
+        low, high = cheapest.outcome, forecast.outcome
+        amount = (
+            f"{_amount(cheapest.gpu_hours)}-{_amount(forecast.gpu_hours)} GPU-h, cost {_amount(cheapest.cost)}-"
+            f"{_amount(forecast.cost)}"
+            if forecast.throughput is not None
+            else f"{low.epochs}-{high.epochs} epochs"
+        )
+        evals = f"{low.full} full + {low.quick} quick" if low.quick or high.quick else f"{low.full}"
+        line += (
+            f"; staged: {amount} (cheapest: {low.why}, {evals} evaluations; planned: {high.why}, "
+            f"{high.full}{f' full + {high.quick} quick' if high.quick else ''} evaluations)"
+        )
+    return line
+
+
+def _forecast_line(name: str, forecast: Forecast) -> str:
     f = forecast
     line = (
         f"{name}: {f.steps:,} steps, {_count(f.train_examples)} examples, {_flops(f.train_flops)} FLOPs train + "
@@ -247,6 +353,24 @@ def forecast_line(name: str, forecast: Forecast) -> str:
     return line
 
 
+def forecast_lines(cfg: WorkflowConfig, results: Path, names: list[str] | None = None) -> list[str]:
+    """What the driver prints before any job runs and `arcpipe config check` prints: the header, one line per run
+    (of `names`, else every run) with its staged range, and the total (a range when a staged run's is)."""
+    ranges = forecast_ranges(cfg, results)
+    names = sorted(ranges) if names is None else names
+    lines = [forecast_header(cfg.report.gpu_hour_price, results)]
+    lines += [forecast_line(name, ranges[name][1], ranges[name][0]) for name in names]
+    low = sum(ranges[name][0].gpu_hours for name in names)
+    high = sum(ranges[name][1].gpu_hours for name in names)
+    low_cost = sum(ranges[name][0].cost for name in names)
+    high_cost = sum(ranges[name][1].cost for name in names)
+    if f"{low:,.0f}" == f"{high:,.0f}":
+        lines.append(f"in all: {high:,.0f} GPU-h, cost {high_cost:,.0f}")
+    else:
+        lines.append(f"in all: {low:,.0f}-{high:,.0f} GPU-h, cost {low_cost:,.0f}-{high_cost:,.0f} (staged runs)")
+    return lines
+
+
 def forecast_header(price: float, results: Path) -> str:
     """What every forecast line assumes, said once."""
     return (
@@ -261,9 +385,14 @@ def forecast_table(cfg: WorkflowConfig, results: Path) -> pd.DataFrame:
     import pandas as pd
 
     rows = []
-    for name, f in forecast_runs(cfg, results).items():
-        row: dict[str, Any] = {"run": name, **{k: v for k, v in asdict(f).items() if k not in ("data", "throughput")}}
+    for name, (low, f) in forecast_ranges(cfg, results).items():
+        row: dict[str, Any] = {
+            "run": name,
+            **{k: v for k, v in asdict(f).items() if k not in ("data", "throughput", "outcome")},
+        }
         row["forecast_gpu_hours"] = f.gpu_hours
+        row["forecast_low_gpu_hours"] = low.gpu_hours
+        row["forecast_outcome"] = f.outcome.why if f.outcome else ""
         row["forecast_cost"] = row.pop("cost")
         row["throughput_source"] = f.throughput.source if f.throughput else "CPU"
         row["measured"] = bool(f.throughput and f.throughput.measured)

@@ -98,12 +98,12 @@ class Records(Protocol):
 
 @dataclass(frozen=True)
 class DiskRecords:
-    """The records as they are on disk under `root` (the workflow's directory)."""
+    """The records as they are on disk in the workflow's results folder."""
 
-    root: Path = Path(".")
+    results: Path = Path("results")
 
     def _read(self, reader: Any, pattern: str, key: str, **where: Any) -> bool | None:
-        record = reader(self.root / pattern.format(**where))
+        record = reader(self.results / pattern.format(**where).removeprefix("results/"))
         return None if record is None else bool(record[key])
 
     def stop(self, run: str, epoch: int) -> bool | None:
@@ -417,15 +417,16 @@ def ensemble_files(plan: RunPlan, k: int) -> list[str]:
     return [ENSEMBLE.format(run=plan.run, kind=kind, k=k) for kind in ("avg", "pooled")]
 
 
-def stop_records(cfg: WorkflowConfig, root: Path, names: list[str]) -> dict[str, dict[str, Any]]:
+def stop_records(cfg: WorkflowConfig, results: Path, names: list[str]) -> dict[str, dict[str, Any]]:
     """Each of `names` that a stop rule ended: its stopping decision record (the report's and the summary's)."""
     stopped = {}
     for name in names:
         if name not in cfg.runs or cfg.runs[name].stop is None:
             continue
-        plan = run_plan(cfg, name, DiskRecords(root))
+        plan = run_plan(cfg, name, DiskRecords(results), evaluations=False)
         if plan.stopped_at is not None:
-            stopped[name] = read_decision(root / DECISION.format(run=name, epoch=plan.stopped_at))
+            path = DECISION.format(run=name, epoch=plan.stopped_at).removeprefix("results/")
+            stopped[name] = read_decision(results / path)
     return stopped
 
 

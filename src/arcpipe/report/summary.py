@@ -135,7 +135,8 @@ def summary_table(
             for run, gpu_hours in zip(table["run"], table["gpu_hours"], strict=True)
         ]
     if forecast is not None and len(table):
-        planned = forecast[["run", "forecast_gpu_hours", "forecast_cost", "throughput_source"]]
+        columns = ["run", "forecast_gpu_hours", "forecast_low_gpu_hours", "forecast_cost", "throughput_source"]
+        planned = forecast[[c for c in columns if c in forecast.columns]]
         table = table.merge(planned, on="run", how="left")
     return table
 
@@ -160,12 +161,20 @@ def compact(table: pd.DataFrame, main: str) -> pd.DataFrame:
                 "ours": score(row["last on published metric"]) if pd.notna(row["published"]) else "",
                 "GPU-h": _amount(row["gpu_hours"]),
                 "cost": _amount(row["cost"]),
-                **({"forecast GPU-h": _amount(row["forecast_gpu_hours"])} if "forecast_gpu_hours" in row else {}),
+                **({"forecast GPU-h": _forecast(row)} if "forecast_gpu_hours" in row else {}),
                 **({"saved GPU-h": _amount(row["saved_gpu_hours"])} if "saved_gpu_hours" in row else {}),
                 **({"status": row["status"]} if "status" in row else {}),
             }
         )
     return pd.DataFrame(rows)
+
+
+def _forecast(row: dict[str, Any]) -> str:
+    """The planned forecast, or `cheapest-planned` for a staged run whose decisions are not all made."""
+    low, high = row.get("forecast_low_gpu_hours"), row["forecast_gpu_hours"]
+    if low is None or pd.isna(low) or _amount(low) == _amount(high):
+        return _amount(high)
+    return f"{_amount(low)}-{_amount(high)}"
 
 
 def _amount(value: float) -> str:
