@@ -16,8 +16,14 @@ wall for both on the shared 2-core box, mostly per-job start-up and evaluation) 
 160` should learn and takes far longer.
 
     A plain:  every boundary trained and fully evaluated
-    B staged: the same plus `stop: {metric: pass@2, patience: 2, min_delta: 0.0}` and, where the workflow being run
-              has evaluation.quick wired (the schema field and rule evaluate_quick), `evaluation.quick: {share: 0.25}`
+    B staged: the same plus a stop rule (`--stop`, default `{metric: pass@2, target: 1.0, patience: 3, min_delta:
+              0.0, min_epoch: epochs/4}`: both held-out tasks solved, or 3 evaluations without a gain, never in the
+              first quarter) and, where the workflow being run has evaluation.quick wired, `evaluation.quick:
+              {share: 0.25}`
+
+Besides each run's cost and scores, the table says where A's curve flattened (the first boundary at its best full
+pass@2, and the first at its best selection-set pass@2) against where B's rule stopped, and |quick - full| pass@2
+of every B checkpoint that got both evaluations.
 
 Both run at the same time (one Snakemake process tree each, `--cores` each); each tree's CPU time and peak RSS come
 from os.wait4 on its Snakemake process (the tree's waited-for descendants included, as RUSAGE_CHILDREN counts them;
@@ -59,6 +65,7 @@ def main() -> None:
     parser.add_argument("--selection-tasks", type=int, default=2)
     parser.add_argument("--no-seen", action="store_true", help="no training copies holding the test pairs")
     parser.add_argument("--cores", type=int, default=2, help="snakemake --cores of each workflow")
+    parser.add_argument("--stop", type=json.loads, help="B's stop rule as JSON (default: the docstring's)")
     parser.add_argument("--at", default="worktree", help="commit whose workflow and src/ run; worktree: the checkout")
     parser.add_argument("--work", type=Path, help="scratch directory to keep (default: a temporary one)")
     args = parser.parse_args()
@@ -77,7 +84,14 @@ def measure(work: Path, args: argparse.Namespace) -> None:
         and "quick: QuickEvalConfig" in (source / "src/arcpipe/config/evaluation.py").read_text()
     )
     tasks = write_tasks(work / "tasks", None if args.no_seen else work / "seen")
-    stop = {"metric": "pass@2", "patience": 2, "min_delta": 0.0}
+    stop = args.stop or {
+        "metric": "pass@2",
+        "target": 1.0,
+        "patience": 3,
+        "min_delta": 0.0,
+        "min_epoch": max(args.epochs // 4, args.epochs // args.boundaries),
+    }
+    print(f"B's stop rule: {json.dumps(stop)}")
     configs = {
         "A plain": config(work, args, stop=None, quick=None),
         "B staged": config(work, args, stop=stop, quick={"share": 0.25} if quick else None),
@@ -99,7 +113,7 @@ def measure(work: Path, args: argparse.Namespace) -> None:
             sys.exit(f"{name}: snakemake exited {proc.returncode}:\n{(folder / 'snakemake.err').read_text()[-4000:]}")
         cost = {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "maxrss": usage.ru_maxrss}
         (folder / "cost.json").write_text(json.dumps(cost))
-        results[name] = read(folder)
+        results[name] = read(folder, args.selection_tasks)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     total = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     print(f"both done in {time.monotonic() - started:.0f} s wall; RUSAGE_CHILDREN delta {total / 3600:.4f} core-h")
@@ -185,7 +199,7 @@ def launch(folder: Path, cfg: dict, source: Path, cores: int) -> tuple[subproces
     return proc, time.monotonic(), folder
 
 
-def read(folder: Path) -> dict:
+def read(folder: Path, selection_tasks: int) -> dict:
     cost = json.loads((folder / "cost.json").read_text())
     run = folder / "results/runs" / RUN
     evals = folder / "results/eval" / RUN
@@ -196,9 +210,18 @@ def read(folder: Path) -> dict:
     selection = pd.read_csv(folder / "results/report/selection.csv")
     selection = selection[selection["run"] == RUN].set_index("checkpoint")
     picked = next(label for label in selection.index if label.startswith("selected on") and "held-out" in label)
-    curve = {}
+    curve, quick = {}, {}
     for path in sorted(evals.glob("epoch_*/metrics.json"), key=lambda p: int(p.parent.name.split("_")[1])):
         curve[int(path.parent.name.split("_")[1])] = round(100 * json.loads(path.read_text())["pass@2"], 1)
+    for path in evals.glob("epoch_*/quick/metrics.json"):
+        quick[epoch_of(path)] = round(100 * json.loads(path.read_text())["pass@2"], 1)
+    held_curve = {}  # selection-set pass@2 of each fully evaluated checkpoint, scored as the stop rule scores it
+    from arcpipe.stopping import boundary_score
+
+    for epoch in curve:
+        per_puzzle = pd.read_csv(evals / f"epoch_{epoch}/per_puzzle.csv", dtype={"puzzle": str})
+        score = boundary_score(per_puzzle, epoch, "pass@2", selection_tasks, seed=42)  # learn8's default seed
+        held_curve[epoch] = round(100 * score.value, 1)
     return {
         "wall s": cost["wall"],
         "core-h": cost["cpu"] / 3600,
@@ -212,6 +235,8 @@ def read(folder: Path) -> dict:
         "selection": selection,
         "picked": picked,
         "curve": curve,
+        "quick": quick,
+        "held curve": held_curve,
     }
 
 
@@ -242,6 +267,21 @@ def table(results: dict, n: int) -> None:
     print("\n| | A plain | B staged |\n|---|---|---|")
     for key in rows["A plain"]:
         print(f"| {key} | {rows['A plain'][key]} | {rows['B staged'][key]} |")
+    flat = min(e for e, v in a["curve"].items() if v == max(a["curve"].values()))
+    print(f"| A's curve at its best full pass@2 first at | epoch {flat} ({max(a['curve'].values())}%) | |")
+    if a["held curve"]:
+        best = max(a["held curve"].values())
+        first = min(e for e, v in a["held curve"].items() if v == best)
+        print(f"| A's selection-set pass@2 at its best first at | epoch {first} ({best}%) | |")
+        print(
+            "| selection-set pass@2 per epoch | "
+            + " | ".join(" ".join(f"{e}:{v}" for e, v in r["held curve"].items()) for r in (a, b))
+            + " |"
+        )
+    print(f"| B stopped at | | epoch {max(b['trained'])} of {max(a['trained'])} |")
+    both = sorted(set(b["quick"]) & set(b["curve"]))
+    gaps = ", ".join(f"{e}: {abs(b['quick'][e] - b['curve'][e]):.1f}" for e in both)
+    print(f"| abs(quick - full) pass@2, points, where B got both | | {gaps or 'none'} |")
     print(f"| core-hours B/A | | {b['core-h'] / a['core-h']:.2f} |")
     print(f"| wall time B/A | | {b['wall s'] / a['wall s']:.2f} |")
 

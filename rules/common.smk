@@ -5,25 +5,20 @@ import sys
 from arcpipe.config import workflow_config
 from pathlib import Path
 
+from arcpipe import plan
+from arcpipe.hooks import (
+    on_driver_error,
+    on_driver_start,
+    print_forecast,
+    start_driver,
+    stop_on_drift,
+)
 from arcpipe.jobs import (
     device_flag,
     evaluation_launch,
     evaluation_resources,
-    partition_problems,
     preflight_resources,
-    slurm_partitions,
 )
-from arcpipe.driver import (
-    cancel_leftovers,
-    complete_atomic_outputs,
-    record_executor,
-    register,
-    take_over,
-)
-from arcpipe.doctor.memory import fit_problems
-from arcpipe.forecast import forecast_lines
-from arcpipe import plan
-from arcpipe.keep import config_drift, planned_jobs, retraining
 from arcpipe.launch import job_resources
 
 # every check, the arch's presets and fields included; a bad config stops here with one line per problem
@@ -42,84 +37,13 @@ wildcard_constraints:
     k=r"[1-9][0-9]*",  # an ensemble's number of checkpoints: avg_last{k}, pooled_last{k}
 
 
-# a run whose checkpoints exist and whose training config changed stops every Snakemake call (arcpipe.keep)
-# the driver: take over from a dead one (its lock, its still-running cluster jobs), then record this one
-# (arcpipe.driver); only in the process that plans and submits, never in dry runs or inside cluster jobs
-NOT_DRIVING = {
-    "-n",
-    "--dry-run",
-    "--dryrun",
-    "--unlock",
-    "--lint",
-    "--list",
-    "--list-rules",
-    "--summary",
-}
-NOT_DRIVING |= {
-    "--detailed-summary",
-    "--dag",
-    "--rulegraph",
-    "--filegraph",
-    "--d3dag",
-    "--report",
-}
-NOT_DRIVING |= {
-    "--cleanup-metadata",
-    "--list-changes",
-    "--lc",
-    "--list-input-changes",
-    "--li",
-}
-
-
-def driving(argv):
-    return not any(
-        a in NOT_DRIVING
-        or (a[:1] == "-" and a[1:2] != "-" and "n" in a[1:] and a[1:].isalpha())
-        for a in argv
-    )
-
-
-if workflow.is_main_process and driving(sys.argv[1:]):
-    try:
-        _may_drive, _lines = take_over(Path("."))
-    except RuntimeError as err:
-        print(f"arcpipe: {err}", file=sys.stderr)
-        raise SystemExit(2)
-    for _line in _lines:
-        print(f"arcpipe: {_line}", file=sys.stderr)
-    if _may_drive:
-        register(Path("."))
-        # a killed driver's config jobs left whole files, which Snakemake would mis-plan (arcpipe.driver)
-        _whole = complete_atomic_outputs(Path("."))
-        if _whole:
-            print(
-                f"arcpipe: {len(_whole)} config file(s) written whole by jobs cut off: kept "
-                f"({', '.join(_whole)})",
-                file=sys.stderr,
-            )
-
-_DRIFT = config_drift(CFG)
-for _problem in _DRIFT:
-    print(f"arcpipe: {_problem}", file=sys.stderr)
-if _DRIFT:
-    raise SystemExit(2)
-
-# the bill before any job runs: per run of the targets named (every run otherwise), steps, FLOPs, GPU-hours and cost
-# (arcpipe.forecast, as `arcpipe config check` prints it); to stderr, once, in the planning process only, after the
-# config checks passed; `arcpipe forecast:` lines, apart from the `arcpipe:` lines that report problems
+# the driver: take over from a dead one (its lock, its still-running cluster jobs), then record this one; a run whose
+# checkpoints exist and whose training config changed stops every call; then the bill (arcpipe.hooks)
 if workflow.is_main_process:
-    _named = [target for target in ("smoke", "full") if target in sys.argv[1:]]
-    _listed = (
-        sorted({r for t in _named for r in CFG.runs_for(t)})
-        if _named
-        else sorted(CFG.runs)
-    )
-    for _line in forecast_lines(CFG, Path("results"), _listed):
-        print(f"arcpipe forecast: {_line}", file=sys.stderr)
-    # a micro-batch that will not fit its GPU, by the memory model's shipped or cached figures (nothing computed)
-    for _problem in fit_problems(CFG, _listed, Path("results"))[0]:
-        print(f"arcpipe: warning: {_problem}", file=sys.stderr)
+    start_driver(Path("."), sys.argv[1:])
+stop_on_drift(CFG)
+if workflow.is_main_process:
+    print_forecast(CFG, Path("results"), sys.argv[1:])
 
 
 def datasets_for(target):
@@ -556,62 +480,3 @@ def ancient_input(lookup):
 
     wrapped.__name__ = f"ancient_{lookup.__name__}"
     return wrapped
-
-
-def on_driver_start(workflow):
-    """onstart: record how this driver's jobs are cancelled (arcpipe.driver), then the checkpoint guard."""
-    settings = workflow.executor_settings
-    record_executor(
-        Path("."),
-        workflow.executor_plugin.name if workflow.executor_plugin else None,
-        getattr(settings, "cancel_cmd", None),
-        getattr(settings, "status_cmd", None),
-    )
-    stop_if_retraining(workflow)
-    if workflow.executor_plugin and workflow.executor_plugin.name == "slurm":
-        stop_if_partitions_missing(workflow)
-
-
-def on_driver_error():
-    """onerror (a failed or interrupted run): cancel this driver's cluster jobs that may still run (arcpipe.driver)."""
-    line = cancel_leftovers(Path("."))
-    if line:
-        print(f"arcpipe: {line}", file=sys.stderr)
-
-
-def stop_workflow(workflow, problems):
-    """Print one line per problem and end the driver before any job runs (its own locks released)."""
-    for problem in problems:
-        print(f"arcpipe: {problem}", file=sys.stderr)
-    print(
-        "arcpipe: stopped before running anything; no file was changed (docs/reliability.md: After a crash)",
-        file=sys.stderr,
-    )
-    workflow.persistence.unlock()  # this run's own locks: the next run must not find them stale
-    os._exit(3)  # at once: the scheduler has not started, no output was touched
-
-
-def stop_if_partitions_missing(workflow):
-    """Every slurm_partition the planned jobs name must exist (a typo would fail each job at sbatch)."""
-    available = slurm_partitions()
-    if available is None:
-        return  # sbatch will say it
-    wanted = {}
-    for job in workflow.dag.needrun_jobs():
-        jobs = job.jobs if job.is_group() else [job]
-        for one in jobs:
-            name = one.resources.get("slurm_partition")
-            if name and not one.is_local:
-                wanted.setdefault(str(name), set()).add(one.rule.name)
-    problems = partition_problems(
-        wanted, available, "your SLURM profile (profiles/slurm/config.yaml)"
-    )
-    if problems:
-        stop_workflow(workflow, problems)
-
-
-def stop_if_retraining(workflow):
-    """Stop before any job runs if Snakemake would retrain over an existing checkpoint (arcpipe.keep)."""
-    problems = retraining(planned_jobs(workflow.dag))
-    if problems:
-        stop_workflow(workflow, problems)

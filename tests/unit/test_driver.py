@@ -57,3 +57,21 @@ def test_nothing_is_cancelled_when_every_job_ended_or_by_another_process(tmp_pat
     _driver(tmp_path, os.getpid() + 1, cancel, started=now - 100)
     assert cancel_leftovers(tmp_path) is None  # a job's own Snakemake, or a dry run: not the driver
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "drives"),
+    [
+        (["--cores", "2", "smoke"], True),
+        (["--profile", "profiles/ice", "full"], True),
+        (["-n", "full"], False),
+        (["-pn", "full"], False),
+        (["--dry-run", "smoke"], False),
+        (["full", "--dag"], False),
+        (["--notemp", "smoke"], True),  # a long flag with an n in it is not -n
+    ],
+)
+def test_only_a_call_that_runs_jobs_drives(argv: list[str], drives: bool) -> None:
+    from arcpipe.hooks import driving
+
+    assert driving(argv) is drives

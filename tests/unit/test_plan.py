@@ -3,8 +3,8 @@
 Each example is a config (1-4 runs of varied lengths, intervals and segment sizes; each with or without a stop rule
 and a gate on an earlier run; with or without evaluation.quick and ensemble_last) and a history of decisions:
 `simulate` plays the workflow's checkpoint loop, making each record the plan waits on with a drawn verdict, until
-the plan waits on nothing. Every intermediate plan and the final one must hold the properties below; the rules in
-`JOBS` say which files each planned job reads, with the same library functions rules/common.smk calls.
+the plan waits on nothing. Every intermediate plan and the final one must hold the properties below; `producers`
+says which files each planned job reads, with the same library functions rules/common.smk calls.
 """
 
 from __future__ import annotations
