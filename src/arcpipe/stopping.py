@@ -44,6 +44,7 @@ import pandas as pd
 
 from arcpipe.config import ArcpipeError, QuickEvalConfig, StopConfig
 from arcpipe.files import atomic_write_many
+from arcpipe.plan import read_decision
 from arcpipe.report.quick import quick_full_gap as quick_full_gap  # the report prints it; tests import it here
 from arcpipe.report.selection import held_out_tasks, subset_pass_at, task_scores
 
@@ -98,7 +99,7 @@ def decide_at_boundary(
     beside it), add them to the previous decision's history, decide, write the record to `out` and log its line.
     `seed`: the held-out draw's, the run's dataset seed as the report's selection uses it. A quick evaluation's
     metrics.json names its held-out tasks (drawn from every test task, not from its subset): the score uses them."""
-    history = read_history(json.loads(Path(previous).read_text())) if previous else []
+    history = read_history(_record(previous)) if previous else []
     for epoch, path in zip(epochs, metrics, strict=True):
         csv = Path(path).with_name("per_puzzle.csv")
         try:
@@ -235,7 +236,7 @@ def schedule_at_boundary(
         Score(epoch, float(json.loads(Path(path).read_text())[metric]), "quick evaluation", quick=True)
         for epoch, path in zip(epochs, metrics, strict=True)
     ]
-    stops = bool(decision) and json.loads(Path(decision).read_text())["stop"]
+    stops = bool(decision) and bool(_record(decision)["stop"])
     epoch = epochs[-1]
     full = full_evaluation_due(history, epoch, boundaries, schedule, stops)
     record = {
@@ -314,6 +315,14 @@ def read_history(record: Mapping[str, Any]) -> list[Score]:
 
 def write_decision(path: str | Path, record: Mapping[str, Any]) -> None:
     atomic_write_many(Path(path).parent, {Path(path).name: (json.dumps(record, indent=2) + "\n").encode()})
+
+
+def _record(path: str | Path) -> dict[str, Any]:
+    """A decision record this job reads as an input (arcpipe.plan's reader: the one reader of decision records)."""
+    record = read_decision(path)
+    if record is None:
+        raise ArcpipeError(f"{path}: the decision record is missing; re-run its decide_boundary job")
+    return record
 
 
 def _quick_info(metrics: str | Path) -> dict[str, Any] | None:

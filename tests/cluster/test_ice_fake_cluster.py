@@ -204,3 +204,31 @@ def _status_check_under_way(state: Path, job_prefix: str) -> bool:
         except FileNotFoundError:  # that `get` just ended
             pass
     return False
+
+
+def test_a_pod_lost_without_an_exit_code_fails_its_job(fake_ice: dict) -> None:
+    """The stand-in as the kubelet: a pod whose process is gone without an exit code (killed from outside, died
+    before it wrote one) has failed, and so has its Job. Before, such a Job stayed active for ever and the driver
+    waited on it (the issue where the ICE rehearsal sat silent until its deadline)."""
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "lost", "namespace": "arcpipe"},
+        "spec": {"template": {"spec": {"containers": [{"name": "c", "command": ["sleep", "600"]}]}}},
+    }
+    assert kubectl(fake_ice, "create", "-f", "-", "-o", "json", stdin=json.dumps(job)).returncode == 0
+    pods = Path(fake_ice["FAKE_KUBECTL_STATE"]) / "arcpipe/pods/lost"
+    deadline = time.monotonic() + 30
+    while not (pods / "0.log").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+    def status() -> dict:
+        return json.loads(kubectl(fake_ice, "get", "job", "lost", "-n", "arcpipe", "-o", "json").stdout)["status"]
+
+    assert status() == {"active": 1}
+    os.kill(int((pods / "0.pid").read_text()), signal.SIGKILL)  # the pod's own wrapper: no exit code is written
+    deadline = time.monotonic() + 30
+    while "active" in status() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert status()["conditions"][0]["type"] == "Failed"
+    assert not (pods / "0.exit").exists()
