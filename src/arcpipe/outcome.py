@@ -25,6 +25,7 @@ import pandas as pd
 
 from arcpipe.config import WorkflowConfig
 from arcpipe.gates import gate_status
+from arcpipe.plan import stop_records
 
 PREFIX = "arcpipe: "
 N_LAST_STEPS = 3  # training accuracy at the end: the mean of the last counted steps, as learning.csv's
@@ -85,7 +86,12 @@ def success_lines(root: Path, outputs: Iterable[str], cfg: WorkflowConfig) -> li
             covered |= set(summary["run"])
     uncovered = [run for run in runs if run not in covered and run in cfg.runs]
     width = max((len(run) for run in uncovered), default=0)
-    fallback = [line for run in uncovered if (line := _metrics_line(root, run, cfg, width))]
+    stops = stop_records(cfg, root / "results", uncovered)  # where a stop rule ended a run (arcpipe.plan)
+    fallback = [
+        line + (f"  (stopped at epoch {stops[run]['epoch']} of {stops[run]['planned_epochs']})" if run in stops else "")
+        for run in uncovered
+        if (line := _metrics_line(root, run, cfg, width))
+    ]
     stopped = [f"  {run.ljust(width)}  {status}" for run in uncovered if (status := gate_status(root / "results", run))]
     if fallback:
         lines.append(f"pass@{cfg.report.main_k} in % of the last checkpoint (epoch), {TRAINED}, GPU-hours:")
