@@ -154,6 +154,8 @@ def test_a_run_its_stop_rule_ended_says_where_and_what_it_saved(tmp_path, config
     record = tmp_path / "results/runs/gpu-run/decisions/epoch_4.json"
     record.parent.mkdir()
     write_decision(record, decision_record(decision, "gpu-run", rule))
+    went_on = decide(history[:1], rule, [2, 4, 6])  # the decision before it, as decide_boundary made it
+    write_decision(record.with_name("epoch_2.json"), decision_record(went_on, "gpu-run", rule))
     paths = [
         p for p in sorted((tmp_path / "results/eval").glob("*/epoch_*/metrics.json")) if "gpu-run/epoch_6" not in str(p)
     ]
