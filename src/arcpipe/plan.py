@@ -206,7 +206,7 @@ class RunPlan:
                 "stop.target or stop.patience to go on"
             )
         if epoch not in self.planned:
-            return f"runs.{self.run}: epoch {epoch} is not a boundary (every {self.planned[0]} epochs)"
+            return f"runs.{self.run}: epoch {epoch} is not one of the run's boundaries (runs.{self.run}.eval_interval)"
         return f"runs.{self.run}: epoch {epoch} waits on {', '.join(w.path for w in self.waiting)}"
 
     def fate(self, epoch: int) -> str:
