@@ -25,7 +25,7 @@ Tolerances. bf16 keeps 8 significant bits, unit roundoff u = 2^-8 ~ 3.9e-3 (fp32
   So: at each step bf16's error <= ENVELOPE_ABOVE (2) x the draws' largest, and per golden the median of bf16's
   error over the draws' smallest >= ENVELOPE_BELOW (0.3): a forward that loses more than bf16 rounds (state in
   float8: up to 3.9 x the largest) fails the first, one that does not round at all (fp32 under a bf16 name: median
-  <= 0.12) the second. First ACT step: argmax agreement with the golden >= 90%.
+  <= 0.14) the second. First ACT step: argmax agreement with the golden >= 90%.
 """
 
 from __future__ import annotations
