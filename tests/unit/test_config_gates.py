@@ -149,3 +149,19 @@ def test_stop_target_0_means_any_score_above_0():
     flat = decide([Score(2, 0.0, "t")], rule, [2, 4, 6, 8])
     learned = decide([Score(2, 0.0, "t"), Score(4, 0.01, "t")], rule, [2, 4, 6, 8])
     assert not flat.stop and learned.stop and "0.010 on t at epoch 4 > target 0" in learned.reason
+
+
+def test_a_patience_rule_on_few_held_out_tasks_is_warned_about(caplog):
+    raw = copy.deepcopy(SHIPPED)
+    raw["runs"]["smoke-trm"].update({"epochs": 8, "stop": {"patience": 3}})
+    raw.setdefault("evaluation", {})["selection_tasks"] = 2
+    validate_config(raw)
+    assert any(
+        "runs.smoke-trm.stop: patience reads pass@2 on evaluation.selection_tasks=2 held-out tasks, a score in steps "
+        "of 50%" in r.getMessage()
+        for r in caplog.records
+    )
+    caplog.clear()
+    raw["evaluation"]["selection_tasks"] = 10
+    validate_config(raw)
+    assert not [r for r in caplog.records if "patience reads" in r.getMessage()]

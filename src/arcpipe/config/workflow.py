@@ -18,6 +18,7 @@ from arcpipe.names import case_collisions, check_name
 
 log = logging.getLogger("arcpipe.config")
 
+FEW_HELD_OUT = 10  # held-out tasks below which a patience rule mostly reads noise (a warning)
 MAX_EVALUATIONS = 200  # more boundaries than this only warns: each checkpoint costs disk
 
 
@@ -140,6 +141,20 @@ class WorkflowConfig(Strict):
                     name,
                     run.num_evaluations,
                     MAX_EVALUATIONS,
+                )
+            few = self.evaluation.selection_tasks
+            if run.stop is not None and run.stop.patience is not None and 0 < few < FEW_HELD_OUT:
+                # benchmarks/RESULTS.md (2026-11-26, staged runs on a curve that learns): on 2 held-out tasks a
+                # patience of 3 stopped a run at epoch 80 of 160 whose test pass@2 rose to 22.9% at epoch 120
+                log.warning(
+                    "runs.%s.stop: patience reads %s on evaluation.selection_tasks=%d held-out tasks, a score in "
+                    "steps of %.0f%%: a plateau there mostly measures how few they are; hold out %d or more, or set "
+                    "stop.min_epoch past where the curve starts to rise",
+                    name,
+                    run.stop.metric,
+                    few,
+                    100 / few,
+                    FEW_HELD_OUT,
                 )
         return self
 
