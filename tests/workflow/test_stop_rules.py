@@ -49,8 +49,8 @@ def scenario(**stop) -> dict:
     return overlay
 
 
-STOP = scenario(patience=1, min_delta=1.0)
-GO_ON = scenario(patience=5, min_delta=1.0)
+STOP = scenario(target=1.0, patience=1, min_delta=1.0)  # the target (every quick task solved) never fires here
+GO_ON = scenario(target=1.0, patience=5, min_delta=1.0)
 FALLBACK = (
     "the 4 quick-evaluation tasks (fall-back: evaluation.selection_tasks is 0, so the rule reads the tasks the "
     "reported number is scored on)"
