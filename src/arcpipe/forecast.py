@@ -159,7 +159,8 @@ def outcomes(cfg: WorkflowConfig, name: str, records: plan.Records) -> tuple[Out
     if p.gate is not None and p.gate.state == "waiting":
         cheapest_end, cheapest_why = 0, "the gate closes"
     elif run.stop is not None and p.stopped_at is None:
-        went_on = [e for e in p.decisions if records.stop(name, e) is False]
+        # the decisions already made to go on: those asked for, less the one not made yet and the stop
+        went_on = [e for e in p.decisions if e != p.stopped_at and plan.Wait("decision", name, e) not in p.waiting]
         first = run.stop.min_epoch or 0
         ends = [e for e in run.segment_ends()[:-1] if e >= first and e not in went_on]
         cheapest_end = ends[0] if ends else run.epochs

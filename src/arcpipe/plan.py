@@ -244,8 +244,9 @@ def gate_reading(cfg: WorkflowConfig, name: str, records: Records) -> tuple[str,
     source = run_plan(cfg, gate.run, records, until=wanted, evaluations=False)
     if source.gate is not None and source.gate.state == "closed":
         return gate.run, None, (), f"gate run {gate.run} never started ({source.gate.why})"
-    if source.stopped_at is not None and source.stopped_at < wanted:
-        return gate.run, source.stopped_at, (), f"{gate.run} stopped at epoch {source.stopped_at}"
+    epoch = _gate_boundary(wanted, source.stopped_at)
+    if epoch < wanted:
+        return gate.run, epoch, (), f"{gate.run} stopped at epoch {epoch}"
     if wanted in source.trained and not source.waiting:
         return gate.run, wanted, (), f"{gate.run} epoch {wanted}"
     return gate.run, None, source.waiting, f"{gate.run} has not reached epoch {wanted} yet"
@@ -261,10 +262,9 @@ def run_plan(
     holds only the boundaries due without one)."""
     run = cfg.runs[name]
     planned = tuple(e for e in run.boundaries() if until is None or e <= until)
-    gate = _gate_plan(cfg, name, records) if run.gate is not None else None
+    gate, gate_waits = _gate_plan(cfg, name, records) if run.gate is not None else (None, ())
     if gate is not None and gate.state != "open":
-        waiting = _gate_waits(cfg, name, records) if gate.state == "waiting" else ()
-        return RunPlan(name, gate, (), (), (), (), {}, None, (), waiting, planned)
+        return RunPlan(name, gate, (), (), (), (), {}, None, (), gate_waits, planned)
 
     trained, decisions, waiting = [], [], []
     stopped_at = None
@@ -312,23 +312,18 @@ def run_plan(
     )
 
 
-def _gate_plan(cfg: WorkflowConfig, name: str, records: Records) -> GatePlan:
+def _gate_plan(cfg: WorkflowConfig, name: str, records: Records) -> tuple[GatePlan, tuple[Wait, ...]]:
+    """Run `name`'s gate, and the records it waits on (empty unless it is waiting)."""
     gate_run, epoch, waits, why = gate_reading(cfg, name, records)
     if epoch is None:
-        return GatePlan(gate_run, None, "waiting" if waits else "closed", why)
+        return GatePlan(gate_run, None, "waiting" if waits else "closed", why), waits
     verdict = records.gate(name)
     if verdict is None:
-        return GatePlan(gate_run, epoch, "waiting", f"{why}: not checked yet")
+        return GatePlan(gate_run, epoch, "waiting", f"{why}: not checked yet"), (Wait("gate", name),)
     gate = cfg.runs[name].gate
     verb = "passed" if verdict else "fell short"
-    return GatePlan(
-        gate_run, epoch, "open" if verdict else "closed", f"{gate.metric} at {why} {verb} (min {gate.min:g})"
-    )
-
-
-def _gate_waits(cfg: WorkflowConfig, name: str, records: Records) -> tuple[Wait, ...]:
-    _, epoch, waits, _ = gate_reading(cfg, name, records)
-    return waits if epoch is None else (Wait("gate", name),)
+    why = f"{gate.metric} at {why} {verb} (min {gate.min:g})"
+    return GatePlan(gate_run, epoch, "open" if verdict else "closed", why), ()
 
 
 def _gate_readers(cfg: WorkflowConfig, name: str, trained: list[int], stopped_at: int | None) -> list[tuple[str, int]]:
@@ -337,12 +332,15 @@ def _gate_readers(cfg: WorkflowConfig, name: str, trained: list[int], stopped_at
     for other, run in cfg.runs.items():
         if run.gate is None or run.gate.run != name:
             continue
-        wanted = run.gate.epoch or cfg.runs[name].epochs
-        if stopped_at is not None and stopped_at < wanted:
-            readers.append((other, stopped_at))
-        elif wanted in trained:
-            readers.append((other, wanted))
+        epoch = _gate_boundary(run.gate.epoch or cfg.runs[name].epochs, stopped_at)
+        if epoch in trained:  # a stopped run's last trained boundary is where it stopped
+            readers.append((other, epoch))
     return readers
+
+
+def _gate_boundary(wanted: int, stopped_at: int | None) -> int:
+    """The gate run's boundary a gate wanting `wanted` reads: where the gate run stopped, if before it."""
+    return stopped_at if stopped_at is not None and stopped_at < wanted else wanted
 
 
 def plans(cfg: WorkflowConfig, records: Records, names: list[str] | None = None) -> dict[str, RunPlan]:
