@@ -364,10 +364,12 @@ def _add_models(stages: argparse._SubParsersAction) -> None:
 
     model = stages.add_parser("model", help="import or export upstream checkpoints")
     verbs = model.add_subparsers(dest="verb", required=True, metavar="VERB")
-    imp = verbs.add_parser("import", help="convert an upstream TRM/HRM/URM checkpoint to arcpipe weights")
-    imp.add_argument("--arch", required=True, choices=["trm", "hrm", "urm", "transformer"])
-    imp.add_argument("checkpoint", type=Path, help="upstream step_N (TRM/HRM) or step_N.pt (URM)")
-    imp.add_argument("--config", type=Path, required=True, help="the all_config.yaml saved with it")
+    imp = verbs.add_parser("import", help="convert an upstream TRM/HRM/URM/VARC checkpoint to arcpipe weights")
+    imp.add_argument("--arch", required=True, choices=["trm", "hrm", "urm", "transformer", "varc"])
+    imp.add_argument(
+        "checkpoint", type=Path, help="upstream step_N (TRM/HRM), step_N.pt (URM) or checkpoint_best.pt (VARC)"
+    )
+    imp.add_argument("--config", type=Path, help="the all_config.yaml saved with it (not for varc: in its checkpoint)")
     imp.add_argument("output", type=Path, help="arcpipe weights file to write")
     imp.add_argument("--dataset", type=Path, help="the dataset it was trained on (records identifiers.json)")
     imp.set_defaults(handler=_models_import)
@@ -378,15 +380,20 @@ def _add_models(stages: argparse._SubParsersAction) -> None:
 
 
 def _models_list(args: argparse.Namespace) -> int:
-    from arcpipe.models.registry import PRESETS, preset_parameter_count
+    from arcpipe.models import varc
+    from arcpipe.models.registry import PRESETS, make_arch_config, preset_parameter_count
 
     print(f"{'arch':<12} {'preset':<8} {'parameters':>12}  settings (vocab {args.vocab_size}, seq_len 900)")
     for arch, presets in PRESETS.items():
         for name, fields in presets.items():
-            count = preset_parameter_count(arch, name, vocab_size=args.vocab_size)
+            if arch == "varc":  # its own canvas and colours: vocab and seq_len do not apply
+                count = varc.preset_parameter_count(make_arch_config(arch, name, {}))
+            else:
+                count = preset_parameter_count(arch, name, vocab_size=args.vocab_size)
             settings = " ".join(f"{k}={v}" for k, v in fields.items())
             print(f"{arch:<12} {name:<8} {count:>12,}  {settings}")
-    print("parameters exclude the puzzle-embedding table (a buffer: num_puzzle_identifiers x puzzle_emb_ndim)")
+    print("parameters exclude the puzzle-embedding table (a buffer: num_puzzle_identifiers x puzzle_emb_ndim) and")
+    print("VARC's task-token table (num_puzzle_identifiers x embed_dim), as upstream counts them")
     return 0
 
 

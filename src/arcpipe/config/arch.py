@@ -1,8 +1,9 @@
 """The architectures' configs and published presets, importable without torch (the workflow plans with them).
 
 Each config uses upstream's field names; `make_arch_config(arch, preset, overrides)` is the one way to build
-one. The models themselves live beside this file (trm.py, hrm.py, urm.py, transformer.py); registry.py
-builds them from these configs.
+one. The models themselves live in arcpipe/models (trm.py, hrm.py, urm.py, transformer.py, varc.py); registry.py
+builds them from these configs. VARC ("ARC Is a Vision Problem!") is a ViT on a canvas, not a recursive core: its
+config shares no field with the others (upstream VARC's argument names) and is not a CoreConfig.
 """
 
 from __future__ import annotations
@@ -144,14 +145,83 @@ class TransformerConfig(CoreConfig):
     pos_encodings: Literal["rope", "learned"] = "rope"
 
 
+VARC_MIN_IMAGE_SIZE = 32  # a 30x30 grid in the interior (image_size - 2), its border in the last row and column
+
+
+class VARCConfig(BaseModel):
+    """VARC-ViT (upstream-varc.md section 2), under upstream's argument names: a post-norm ViT over a square canvas
+    of `image_size` pixels cut into `patch_size` patches, one task token, one forward pass (no ACT)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: Literal["varc"] = "varc"
+    image_size: int = Field(default=64, gt=0)  # canvas side S in pixels
+    patch_size: int = Field(default=2, gt=0)  # p: S/p x S/p patch tokens
+    embed_dim: int = Field(default=512, gt=0)
+    depth: int = Field(default=10, gt=0)  # encoder layers
+    num_heads: int = Field(default=8, gt=0)
+    mlp_dim: int = Field(default=512, gt=0)  # upstream's default: MLP ratio 1
+    dropout: float = Field(default=0.1, ge=0, lt=1)  # in upstream's five places and on the embeddings
+    num_colors: Literal[12] = 12  # ARC's 10 colours, background/ignore (10), border (11)
+
+    @model_validator(mode="after")
+    def _shapes_fit(self) -> VARCConfig:
+        problems = []
+        if self.image_size % self.patch_size:
+            problems.append(f"image_size={self.image_size} is not a multiple of patch_size={self.patch_size}")
+        if self.image_size < VARC_MIN_IMAGE_SIZE:
+            problems.append(
+                f"image_size={self.image_size} < {VARC_MIN_IMAGE_SIZE}: the canvas interior (image_size - 2) must "
+                "hold a 30x30 ARC grid"
+            )
+        if self.embed_dim % self.num_heads:
+            problems.append(f"embed_dim={self.embed_dim} is not a multiple of num_heads={self.num_heads}")
+        elif (self.embed_dim // self.num_heads) % 4:
+            problems.append(
+                f"head size embed_dim // num_heads = {self.embed_dim // self.num_heads} is not a multiple of 4, "
+                "which the 2D rotary embedding needs (a row half and a column half of channel pairs)"
+            )
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    @property
+    def hidden_size(self) -> int:
+        """embed_dim, under the name code common to every arch reads."""
+        return self.embed_dim
+
+    @property
+    def head_dim(self) -> int:
+        return self.embed_dim // self.num_heads
+
+    @property
+    def grid_side(self) -> int:
+        """Patches along a side of the canvas: image_size // patch_size."""
+        return self.image_size // self.patch_size
+
+    @property
+    def num_patches(self) -> int:
+        """Patch tokens (the sequence is these plus the task token)."""
+        return self.grid_side**2
+
+    @property
+    def loss_type(self) -> str:
+        return "softmax_cross_entropy"  # per-pixel cross entropy (upstream-varc.md 2.8)
+
+    @property
+    def halt_max_steps(self) -> int:
+        return 1  # one forward pass: no ACT
+
+
 CONFIGS: dict[str, type] = {
     "hrm": HRMConfig,
     "trm": TRMConfig,
     "urm": URMConfig,
     "transformer": TransformerConfig,
+    "varc": VARCConfig,
 }
 
-ArchConfig = Annotated[HRMConfig | TRMConfig | URMConfig | TransformerConfig, Field(discriminator="name")]
+ArchConfig = Annotated[HRMConfig | TRMConfig | URMConfig | TransformerConfig | VARCConfig, Field(discriminator="name")]
 _ADAPTER: TypeAdapter[Any] = TypeAdapter(ArchConfig)
 
 _D512 = dict(hidden_size=512, num_heads=8, expansion=4, pos_encodings="rope")
@@ -200,6 +270,27 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
     "transformer": {
         "arc": {**_D512, **_ACT16, "num_heads": 12, "H_layers": 8},
         "tiny": {**_TINY, "H_layers": 2, "halt_max_steps": 2, "halt_exploration_prob": 0.1},
+    },
+    "varc": {
+        # VARC-ViT-18M (upstream's offline_train_VARC_ViT.sh and its argument defaults)
+        "arc": {
+            "image_size": 64,
+            "patch_size": 2,
+            "embed_dim": 512,
+            "depth": 10,
+            "num_heads": 8,
+            "mlp_dim": 512,
+            "dropout": 0.1,
+        },
+        "tiny": {
+            "image_size": 32,
+            "patch_size": 2,
+            "embed_dim": 64,
+            "depth": 2,
+            "num_heads": 4,
+            "mlp_dim": 64,
+            "dropout": 0.1,
+        },
     },
 }
 

@@ -32,6 +32,14 @@ for the no-grad ones (here attention's S x S terms are counted too, and the head
 HRM (and TRM with no_ACT_continue=False) add one more no-grad recursion and heads for the bootstrapped Q target,
 forward only. Evaluation runs every block application forward only, plus the heads, for halt_max_steps (URM: loops)
 ACT steps; `eval_flops_per_step` is one of them.
+
+VARC (models/varc.py) is one forward pass over its own canvas, so `seq_len` and `vocab_size` do not apply: with
+S = image_size, p = patch_size, N = (S/p)^2 patches, T = N + 1 tokens (the task token), D = embed_dim, M = mlp_dim,
+C = num_colors, the forward is the patch conv (N outputs of a p x p x D -> D kernel: 2 N p^2 D^2, counted as
+`conv`), per layer the qkv, output projection and MLP on T tokens (2 T (3 D^2 + D^2 + 2 D M)) and QK^T and AV over
+T x T (4 T^2 D), and the head on the N patch tokens (2 N D C p^2). The colour and task embeddings are lookups. A
+training step is the forward and a backward of twice its cost (every input of the conv is a trained embedding, so
+its input gradient is computed too); evaluation is the forward, one "step".
 """
 
 from __future__ import annotations
@@ -67,6 +75,8 @@ class Flops:
 
 def train_flops_per_example(cfg: Any, seq_len: int, vocab_size: int = 12) -> Flops:
     """Forward + backward FLOPs of one row in one training step (one ACT step), see the module doc."""
+    if cfg.name == "varc":
+        return 3 * _varc_forward(cfg)
     no_grad, grad = _block_applications(cfg)
     heads = _heads(cfg, seq_len, vocab_size)
     total = _blocks(cfg, seq_len, no_grad) + 3 * (_blocks(cfg, seq_len, grad) + heads)
@@ -77,12 +87,14 @@ def train_flops_per_example(cfg: Any, seq_len: int, vocab_size: int = 12) -> Flo
 
 def eval_flops_per_step(cfg: Any, seq_len: int, vocab_size: int = 12) -> Flops:
     """Forward FLOPs of one row in one evaluation ACT step; an evaluation runs `eval_steps(cfg)` of them."""
+    if cfg.name == "varc":
+        return _varc_forward(cfg)
     no_grad, grad = _block_applications(cfg)
     return _blocks(cfg, seq_len, _merge(no_grad, grad)) + _heads(cfg, seq_len, vocab_size)
 
 
 def eval_steps(cfg: Any) -> int:
-    """ACT steps every row runs in evaluation: halt_max_steps (URM: loops)."""
+    """ACT steps every row runs in evaluation: halt_max_steps (URM: loops; VARC: 1, a single forward pass)."""
     return cfg.loops if cfg.name == "urm" else cfg.halt_max_steps
 
 
@@ -151,3 +163,11 @@ def _block(cfg: Any, seq_len: int) -> Flops:
 def _heads(cfg: Any, seq_len: int, vocab_size: int) -> Flops:
     S, D = seq_len + cfg.prefix_len, cfg.hidden_size
     return Flops(linear=2 * S * D * vocab_size + 2 * D * 2)  # lm_head on every position, q_head on position 0
+
+
+def _varc_forward(cfg: Any) -> Flops:
+    """Forward FLOPs of VARC-ViT on one canvas (module doc)."""
+    N, p, D, M = cfg.num_patches, cfg.patch_size, cfg.embed_dim, cfg.mlp_dim
+    T = N + 1
+    layer = Flops(linear=2 * T * (3 * D * D + D * D + 2 * D * M), attention=2 * 2 * T * T * D)
+    return Flops(linear=2 * N * D * cfg.num_colors * p * p, conv=2 * N * p * p * D * D) + cfg.depth * layer

@@ -1,6 +1,7 @@
 """Weights checkpoints: arcpipe's own format, and import/export of the upstream repositories' checkpoints.
 
     arcpipe model import --arch trm CKPT --config all_config.yaml OUT.pt [--dataset results/data/arc1]
+    arcpipe model import --arch varc checkpoint_best.pt OUT.pt [--dataset results/data/arc1]
     arcpipe model export OUT.pt step_N
 
 An arcpipe weights checkpoint is one `torch.save` dict, written to a temporary file and renamed:
@@ -18,6 +19,12 @@ Upstream layouts (upstream.md 4.6): TRM and HRM save a bare state dict (`step_N`
 `_orig_mod.model.inner.<name>` (or `model.inner.<name>` without torch.compile); URM saves a dict with
 `model_state_dict`, `step`, optimizer and RNG states (`step_N.pt`). Import keeps tensors bit for bit, so import
 followed by export gives back the same tensors under the same keys.
+
+VARC (upstream-varc.md 2.11) saves `{"model_state": {"_orig_mod." + key: tensor}, "config": vars(args), ...}`
+(`checkpoint_best.pt` adds `epoch`, `best_eval_accuracy` and optimizer, scheduler and scaler states): the keys are
+models/varc.VARCViT's own, so `model` holds them without the prefix, and the config comes from the checkpoint itself
+(upstream's argument names are VARCConfig's fields), not from an all_config.yaml. The task-token table's rows give
+`num_puzzle_identifiers`. An arcpipe VARC head keeps the ViT as `model.inner`, so `core_of` serves it unchanged.
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ from arcpipe.models.registry import (
     default_forward_dtype,
     make_arch_config,
 )
+from arcpipe.models.varc import EMBED_INIT_STD, VARCViT
 from arcpipe.safeload import torch_load
 
 log = logging.getLogger(__name__)
@@ -73,6 +81,9 @@ _REQUIRED = {
     "transformer": ("H_layers", "hidden_size", "expansion", "num_heads", "pos_encodings", "halt_max_steps",
                     "halt_exploration_prob"),
 }  # fmt: skip
+VARC_PREFIX = "_orig_mod."  # upstream VARC compiles its model before saving it
+VARC_ARGS = ("image_size", "patch_size", "embed_dim", "depth", "num_heads", "mlp_dim", "dropout", "num_colors")
+VARC_TASK_TABLE = "task_token_embed.weight"
 _LOW_PRECISION_KEYS = re.compile(r"(^|\.)(H_init|L_init|init_hidden|dwconv\.weight|dwconv\.bias)$")
 
 
@@ -206,7 +217,7 @@ def check_identifiers(meta: Mapping[str, Any], dataset_sha256: str, *, source: s
 def import_upstream(
     arch: str,
     ckpt_path: str | Path,
-    config_path: str | Path,
+    config_path: str | Path | None,
     out_path: str | Path,
     dataset_dir: str | Path | None = None,
 ) -> dict[str, Any]:
@@ -215,12 +226,23 @@ def import_upstream(
     TRM/HRM: a bare state dict, with or without `_orig_mod.`; URM: the dict form. With `dataset_dir`, the
     checkpoint records that dataset's identifiers.json sha256 and its sizes; a different number of puzzle ids is
     handled as upstream's loader does (every row becomes the mean embedding) with a warning. Returns the metadata.
+    VARC: its checkpoint holds its config, so `config_path` is None (see `_import_varc`).
     """
-    ckpt_path, config_path = Path(ckpt_path), Path(config_path)
+    ckpt_path = Path(ckpt_path)
     if arch not in CONFIGS:
         raise ArcpipeError(f"model import: unknown --arch {arch!r}; choose one of {', '.join(CONFIGS)}")
     if not ckpt_path.is_file():
         raise ArcpipeError(f"{ckpt_path}: no such checkpoint file")
+    if arch == "varc":
+        if config_path is not None:
+            raise ArcpipeError(
+                f"model import --arch varc: {config_path} not read: an upstream VARC checkpoint holds its own config; "
+                "leave out --config"
+            )
+        return _import_varc(ckpt_path, Path(out_path), dataset_dir)
+    if config_path is None:
+        raise ArcpipeError(f"model import --arch {arch}: --config is required (the all_config.yaml saved with it)")
+    config_path = Path(config_path)
     upstream_cfg = _read_yaml(config_path)
     arch_cfg = _arch_config_from_upstream(arch, upstream_cfg, config_path)
 
@@ -300,9 +322,12 @@ def export_upstream(ckpt: str | Path, out: str | Path) -> Path:
 
     TRM/HRM/transformer: a bare state dict; URM: its dict form. Keys get the prefix the checkpoint was imported
     with (default `_orig_mod.model.inner.`); initial states and URM's conv go back to the upstream forward dtype.
+    VARC: upstream's dict (`model_state`, `config`), no all_config.yaml (see `_export_varc`).
     """
     ckpt, out = Path(ckpt), Path(out)
     data = read_weights(ckpt)
+    if data["arch"] == "varc":
+        return _export_varc(data, ckpt, out)
     imported = data.get("imported_from") or {}
     prefix = imported.get("prefix", UPSTREAM_PREFIX)
     low = getattr(torch, imported.get("forward_dtype", "bfloat16"))
@@ -326,6 +351,117 @@ def core_of(head: nn.Module) -> nn.Module:
     """The bare model (upstream's `inner`) inside an ACTLossHead, compiled or not."""
     head = getattr(head, "_orig_mod", head)
     return head.model.inner  # type: ignore[union-attr,return-value]
+
+
+def _import_varc(ckpt_path: Path, out_path: Path, dataset_dir: str | Path | None) -> dict[str, Any]:
+    """An upstream VARC checkpoint to arcpipe weights: one `_orig_mod.` stripped from the keys (as upstream's loader
+    does), VARCConfig from the checkpoint's `config` (upstream's args), num_puzzle_identifiers from the task tokens.
+
+    With `dataset_dir` whose number of puzzle identifiers differs from the table's rows, the table starts afresh
+    from upstream's init (trunc-normal, std 0.02; seeded, so an import is reproducible), as upstream's test-time
+    training does with `--resume-skip-task-token`: task tokens belong to the task ids the model was trained on.
+    """
+    raw = _torch_load(ckpt_path)
+    if not (isinstance(raw, dict) and isinstance(raw.get("model_state"), Mapping)):
+        raise ArcpipeError(
+            f"{ckpt_path}: not an upstream VARC checkpoint (expected a dict with `model_state` and `config`, as "
+            "upstream's offline_train_ARC.py and test_time_train_ARC.py save)"
+        )
+    args = raw.get("config")
+    if not isinstance(args, Mapping):
+        raise ArcpipeError(f"{ckpt_path}: no `config` (upstream's arguments) in the checkpoint; cannot size the model")
+    arch_cfg = _varc_config_from_args(args, ckpt_path)
+    flat = raw["model_state"]
+    prefix = VARC_PREFIX if flat and all(k.startswith(VARC_PREFIX) for k in flat) else ""
+    state = {k.removeprefix(prefix): v for k, v in flat.items()}
+    table = state.get(VARC_TASK_TABLE)
+    if not (isinstance(table, Tensor) and table.ndim == 2):
+        table = None  # check_keys names it below
+    rows = table.shape[0] if table is not None else 1
+    dataset = {"vocab_size": 12, "seq_len": 900, "num_puzzle_identifiers": rows}
+    identifiers = None
+    if dataset_dir is not None:
+        from arcpipe.data.dataset import identifiers_sha256, load_split
+
+        meta = load_split(dataset_dir, "train").metadata
+        dataset = {k: getattr(meta, k) for k in ("vocab_size", "seq_len", "num_puzzle_identifiers")}
+        identifiers = identifiers_sha256(dataset_dir)
+        if table is not None and rows != meta.num_puzzle_identifiers:
+            log.warning(
+                "%s: %s has %d rows but %s has %d identifiers: the task tokens start afresh from upstream's init "
+                "(upstream's --resume-skip-task-token)",
+                ckpt_path,
+                VARC_TASK_TABLE,
+                rows,
+                dataset_dir,
+                meta.num_puzzle_identifiers,
+            )
+            fresh = torch.empty(meta.num_puzzle_identifiers, table.shape[1], dtype=table.dtype)
+            state[VARC_TASK_TABLE] = nn.init.trunc_normal_(
+                fresh, std=EMBED_INIT_STD, generator=torch.Generator().manual_seed(0)
+            )
+    else:
+        log.info("%s: no --dataset given: no identifiers.json hash recorded", ckpt_path)
+
+    with torch.device("meta"):
+        expected = VARCViT(arch_cfg, num_tasks=dataset["num_puzzle_identifiers"]).state_dict()
+    check_keys(expected, state, source=ckpt_path)
+    meta_out = {
+        "arch": "varc",
+        "arch_config": arch_cfg.model_dump(mode="json"),
+        "dataset": dataset,
+        "identifiers_sha256": identifiers,
+        "run_config": dict(args),
+        "config_hash": None,
+        "step": 0,
+        "epoch": 0,
+        "imported_from": {
+            "checkpoint": ckpt_path.name,
+            "layout": "varc",
+            "prefix": prefix,
+            # upstream's checkpoint_best.pt: the epoch it was saved at and its accuracy on the selection split
+            **{k: raw[k] for k in ("epoch", "best_eval_accuracy") if k in raw},
+        },
+    }
+    _write(out_path, {"format": FORMAT, "arcpipe_version": getattr(arcpipe, "__version__", None), **meta_out,
+                      "model": state})  # fmt: skip
+    log.info("imported %s (varc, prefix %r) -> %s", ckpt_path, prefix, out_path)
+    return meta_out
+
+
+def _varc_config_from_args(args: Mapping[str, Any], source: Path) -> Any:
+    """VARCConfig from upstream's `vars(args)` (utils/args.py: --image-size is `image_size`, and so on)."""
+    problems = []
+    if args.get("architecture", "vit") != "vit":
+        problems.append(f"architecture={args['architecture']!r} (only VARC-ViT is supported, not the U-Net)")
+    missing = [k for k in VARC_ARGS if k not in args]
+    if missing:
+        problems.append(f"{', '.join(missing)} missing from its config")
+    if args.get("num_task_tokens", 1) != 1:
+        # upstream's get_model_arch never passes it on, so its models always have one; a table says otherwise
+        log.warning("%s: num_task_tokens=%s ignored (upstream builds one task token)", source, args["num_task_tokens"])
+    if problems:
+        raise ArcpipeError(f"{source}: unsupported VARC checkpoint: {'; '.join(problems)}")
+    try:
+        return make_arch_config("varc", "arc", {k: args[k] for k in VARC_ARGS})
+    except ValueError as err:
+        raise ArcpipeError(f"{source}: {err}") from None
+
+
+def _export_varc(data: Mapping[str, Any], ckpt: Path, out: Path) -> Path:
+    """upstream VARC's checkpoint layout: `model_state` under the prefix it was imported with (default
+    `_orig_mod.`, as upstream's compiled models save), `config` = upstream's arguments (those it was imported with,
+    if it was, with the model's own always from `arch_config`), and `epoch`/`best_eval_accuracy` when imported."""
+    imported = data.get("imported_from") or {}
+    from_upstream = imported.get("layout") == "varc"
+    prefix = imported.get("prefix", VARC_PREFIX) if from_upstream else VARC_PREFIX
+    args = dict(data.get("run_config") or {}) if from_upstream else {}
+    args.update(architecture="vit", **{k: data["arch_config"][k] for k in VARC_ARGS})
+    payload: dict[str, Any] = {"model_state": {prefix + k: v for k, v in data["model"].items()}, "config": args}
+    payload.update({k: imported[k] for k in ("epoch", "best_eval_accuracy") if k in imported})
+    _write(out, payload)
+    log.info("exported %s -> %s (varc layout, prefix %r)", ckpt, out, prefix)
+    return out
 
 
 def _arch_config_from_upstream(arch: str, cfg: Mapping[str, Any], source: Path) -> Any:

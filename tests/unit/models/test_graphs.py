@@ -287,7 +287,10 @@ def test_evaluation_runs_exactly_halt_max_steps_as_the_old_loop(arch: str) -> No
 # goes through aot_eager (dynamo, then AOT autograd's joint forward and backward graph, as torch.compile in
 # train/loop.py does before inductor); the evaluation step too, under no_grad (one inference graph, compiled once
 # over every ACT step), as eval/infer.py compiles it on CUDA before inductor.
-PUBLISHED = [(arch, preset) for arch, presets in PRESETS.items() for preset in presets if preset != "tiny"]
+# VARC is one ViT pass over a canvas, not this recursive structure: its whole-graph compile is in test_varc.py
+PUBLISHED = [
+    (arch, preset) for arch, presets in PRESETS.items() if arch != "varc" for preset in presets if preset != "tiny"
+]
 
 
 def _published_head(arch: str, preset: str):  # type: ignore[no-untyped-def]
