@@ -43,6 +43,8 @@ def evaluation_runtime(run: RunConfig, rows: int) -> int:
     if run.eval_runtime_minutes is not None:
         return run.eval_runtime_minutes
     steps = int(run.arch_overrides.get("halt_max_steps", DEFAULT_ACT_STEPS))
+    # varc: one forward pass per answer and `evaluation.canvas_attempts` answers per row (10 by default), each
+    # cheaper than one ACT step of a 512-wide TRM (10 layers once against 2 layers 15 times): 16 bounds it
     gpus = run.evaluation_gpus
     rate = EVAL_ROW_STEPS_PER_S["gpu"] * gpus if gpus and not run.simulate_gpus else EVAL_ROW_STEPS_PER_S["cpu"]
     return EVAL_STARTUP_MIN + math.ceil(EVAL_SAFETY * rows * steps / rate / 60)

@@ -30,6 +30,7 @@ import torch
 
 from arcpipe.config import load_config
 from arcpipe.config.arch import PRESETS
+from arcpipe.data.augment import to_canvas
 from arcpipe.data.dataset import load_split
 from arcpipe.eval.infer import make_batch as predict_batch
 from arcpipe.eval.infer import predict
@@ -64,7 +65,8 @@ def _fresh_compile_caches() -> Iterator[None]:
 @pytest.mark.parametrize(("arch", "preset", "optimizer"), PRESET_CASES, ids=["-".join(c) for c in PRESET_CASES])
 def test_every_preset_trains_bf16_steps_without_nan_or_inf(arch: str, preset: str, optimizer: str) -> None:
     head = _head(arch, preset, batch_size=2)
-    assert head.model.inner.forward_dtype == torch.bfloat16
+    forward_dtype = getattr(head, "forward_dtype", None) or head.model.inner.forward_dtype  # VARC: on the head
+    assert forward_dtype == torch.bfloat16
     # eager AdamATan2: compiling it for every preset's parameter list would pass torch._dynamo's recompile limit
     optimizers = make_optimizers(
         head, lr=1e-4, puzzle_emb_lr=1e-2, weight_decay=0.1, puzzle_emb_weight_decay=0.1, optimizer=optimizer,
@@ -73,7 +75,7 @@ def test_every_preset_trains_bf16_steps_without_nan_or_inf(arch: str, preset: st
     head.train()
     carry = None
     for step in range(4):
-        batch = _batch(2, seed=step)
+        batch = _batch(2, seed=step, arch=arch)
         if carry is None:
             carry = head.initial_carry(batch)
         carry, loss, _, _ = head.step(carry, batch)
@@ -186,7 +188,7 @@ def test_a_whole_training_step_makes_no_host_sync_on_cuda(arch: str) -> None:
         if isinstance(opt, AdamATan2):
             opt.backend = "torch"
     ema = EMA(head, 0.999)
-    batch = {**_batch(4, seed=0), "halt_min_steps": torch.zeros(4, dtype=torch.int32, device=CUDA)}
+    batch = {**_batch(4, seed=0, arch=arch), "halt_min_steps": torch.zeros(4, dtype=torch.int32, device=CUDA)}
     head.train()
     carry = head.initial_carry(batch)
 
@@ -231,7 +233,7 @@ def test_compiled_step_matches_eager_in_bf16(arch: str) -> None:
     eager = _head(arch, "tiny", batch_size=4)
     compiled = _head(arch, "tiny", batch_size=4)
     compiled.load_state_dict(eager.state_dict())
-    batch = {**_batch(4, seed=0), "halt_min_steps": torch.zeros(4, dtype=torch.int32, device=CUDA)}
+    batch = {**_batch(4, seed=0, arch=arch), "halt_min_steps": torch.zeros(4, dtype=torch.int32, device=CUDA)}
     results = []
     for head, step in ((eager, eager.step), (compiled, torch.compile(compiled.step))):
         head.train()
@@ -341,15 +343,30 @@ def _head(arch: str, preset: str, batch_size: int):
     return build_model(
         make_arch_config(arch, preset, {}),
         vocab_size=VOCAB,
-        seq_len=SEQ_LEN,
+        seq_len=900 if arch == "varc" else SEQ_LEN,  # VARC reads 30x30 maps
         num_puzzle_identifiers=NUM_IDS,
         batch_size=batch_size,
         device=CUDA,
     )
 
 
-def _batch(batch_size: int, seed: int) -> dict[str, torch.Tensor]:
+def _batch(batch_size: int, seed: int, arch: str = "trm") -> dict[str, torch.Tensor]:
     g = torch.Generator().manual_seed(seed)
+    if arch == "varc":  # grids of random sizes in 30x30 token maps (data/augment.to_canvas), and their placements
+        rng = np.random.default_rng(seed)
+        maps = [
+            to_canvas(rng.integers(0, 10, size=rng.integers(1, 31, size=2)).astype(np.uint8))
+            for _ in range(2 * batch_size)
+        ]
+        tokens = torch.from_numpy(np.stack(maps).astype(np.int32))
+        labels = torch.where(tokens[batch_size:] == 0, -100, tokens[batch_size:])
+        batch = {
+            "inputs": tokens[:batch_size],
+            "labels": labels,
+            "puzzle_identifiers": torch.randint(1, NUM_IDS, (batch_size,), generator=g, dtype=torch.int32),
+            "canvas_draws": torch.rand((batch_size, 3), generator=g, dtype=torch.float64),
+        }
+        return {k: v.to(CUDA) for k, v in batch.items()}
     labels = torch.randint(0, VOCAB, (batch_size, SEQ_LEN), generator=g, dtype=torch.int32)
     labels[:, SEQ_LEN // 2 :] = -100  # ignored padding, as the loader writes it
     batch = {

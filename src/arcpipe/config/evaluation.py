@@ -28,6 +28,9 @@ class EvaluationConfig(Strict):
     # a quick evaluation of every boundary on a fixed subset of the test tasks, the full one only where due
     # (arcpipe.stopping.full_evaluation_due); None: every boundary is fully evaluated
     quick: QuickEvalConfig | None = None
+    # canvas models (VARC): each test view is answered this many times, each at its own random scale and offset,
+    # and every answer votes (upstream's --num-attempts 10: 51 views x 10 = 510 votes per test input)
+    canvas_attempts: int = Field(default=10, gt=0)
 
     @field_validator("controls")
     @classmethod

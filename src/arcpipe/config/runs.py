@@ -37,7 +37,7 @@ class GateConfig(Strict):
 
 class RunConfig(Strict):
     dataset: str
-    arch: Literal["trm", "hrm", "urm", "transformer"]
+    arch: Literal["trm", "hrm", "urm", "transformer", "varc"]
     preset: str
     arch_overrides: dict[str, Any] = Field(default_factory=dict)  # upstream arch field names: H_cycles, ...
     target: Literal["smoke", "full"]
@@ -56,7 +56,7 @@ class RunConfig(Strict):
     weight_decay: float = Field(default=0.1, ge=0)
     puzzle_emb_lr: float = Field(default=1e-2, ge=0)
     puzzle_emb_weight_decay: float = Field(default=0.1, ge=0)
-    optimizer: Literal["adam_atan2", "muon"] = "adam_atan2"
+    optimizer: Literal["adam_atan2", "muon", "adamw"] = "adam_atan2"  # adamw: torch.optim.AdamW (VARC's)
     ema: bool = False
     ema_rate: float = Field(default=0.999, gt=0, lt=1)
     seed: int = 0

@@ -69,6 +69,8 @@ def _batch(batch: int, ids: int, device: Any, seed: int = 0) -> dict[str, Any]:
         "inputs": inputs.to(device),
         "labels": torch.randint(2, ARC_VOCAB, (batch, ARC_SEQ_LEN), generator=g, dtype=torch.int32).to(device),
         "puzzle_identifiers": torch.randint(1, max(ids, 2), (batch,), generator=g, dtype=torch.int32).to(device),
+        # a canvas model's placements (train/sampler.canvas_draws); the other models ignore the key
+        "canvas_draws": torch.rand((batch, 3), generator=g, dtype=torch.float64).to(device),
     }
 
 

@@ -327,12 +327,14 @@ def _batch(batch: int, seq_len: int, vocab: int, ids: int, device: Any, fake: bo
             "inputs": fill,
             "labels": fill.clone(),
             "puzzle_identifiers": torch.ones(batch, dtype=torch.int32, device=device),
+            "canvas_draws": torch.zeros((batch, 3), dtype=torch.float64, device=device),  # a canvas model's
         }
     g = torch.Generator().manual_seed(0)
     return {
         "inputs": torch.randint(2, vocab, (batch, seq_len), generator=g, dtype=torch.int32),
         "labels": torch.randint(2, vocab, (batch, seq_len), generator=g, dtype=torch.int32),
         "puzzle_identifiers": torch.randint(1, ids, (batch,), generator=g, dtype=torch.int32),
+        "canvas_draws": torch.rand((batch, 3), generator=g, dtype=torch.float64),  # a canvas model's placements
     }
 
 

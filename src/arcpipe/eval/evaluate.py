@@ -61,6 +61,7 @@ from arcpipe.eval.write import (
 )
 from arcpipe.files import atomic_write_many, file_sha256
 from arcpipe.models.io import check_identifiers, model_from_checkpoint, read_weights
+from arcpipe.models.varc_head import CANVAS_RULE
 from arcpipe.train import distributed
 from arcpipe.train.tracking import log_evaluation
 
@@ -120,6 +121,10 @@ def evaluate_checkpoint(
         local_batch = max(min(config.batch_size // env.world_size, -(-len(rows) // env.world_size)), 1)
         head, _ = model_from_checkpoint(ckpt, env.device, source=checkpoint, batch_size=local_batch)
         del ckpt  # the weights live in the model now; a full ARC table is gigabytes
+        # a canvas model (VARC) answers each view `canvas_attempts` times, each at its own scale and offset, and
+        # every answer votes (upstream's --num-attempts): the rows repeat, in order
+        attempts = config.canvas_attempts if getattr(head, "draws_per_row", 0) else 1
+        rows = np.repeat(rows, attempts)
         log.info(
             "%s on %s: %d test examples (%d tasks), %d process(es), batch %d per process, device %s",
             checkpoint, dataset_dir, len(rows), test.num_tasks, env.world_size, local_batch, env.device,
@@ -169,6 +174,8 @@ def evaluate_checkpoint(
             "device": str(env.device),
             "model_step": "compiled" if step_is_compiled(env.device, compile) else "eager",
         }
+        if attempts > 1 or getattr(head, "draws_per_row", 0):
+            info["canvas"] = {"attempts_per_view": attempts, "placement": CANVAS_RULE}
         if subset:
             info["quick_tasks"] = len(subset["tasks"])
             info["quick"] = subset
@@ -335,14 +342,21 @@ def predict_challenges(
                 ckpt, checkpoint, demos, config, env, adapt_minutes or 0.0, adapt_steps, seed, adapt_mode
             )
         del ckpt  # the weights live in the model now
-        rows = np.arange(len(example_ids), dtype=np.int64)
+        attempts = config.canvas_attempts if getattr(head, "draws_per_row", 0) else 1  # as evaluate_checkpoint
+        rows = np.repeat(np.arange(len(example_ids), dtype=np.int64), attempts)
         compile = (meta.get("run_config") or {}).get("compile")
         predictions = predict(head, inputs, label_tokens, example_ids, rows, local_batch, env, compile=compile)
         if env.rank != 0:
             return None
         assert predictions is not None
         result = evaluate_predictions(
-            inputs, predictions.preds, example_ids, predictions.q_halt_logits, identifiers, test, config.pass_ks
+            inputs[rows],
+            predictions.preds,
+            example_ids[rows],
+            predictions.q_halt_logits,
+            identifiers,
+            test,
+            config.pass_ks,
         )
         out = Path(out)
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -369,6 +383,11 @@ def _adapted_head(
     mode: str = "rows",
 ) -> tuple[torch.nn.Module, AdaptStats]:
     """The checkpoint's model with its table extended by the rows of `demos`, adapted in `mode` (eval/adapt.py)."""
+    if ckpt.get("arch") == "varc":
+        raise ArcpipeError(
+            f"{checkpoint}: --adapt fits a recursive model's puzzle-embedding rows; a varc checkpoint has no such "
+            "rows to fit: predict without --adapt, on tasks whose views the checkpoint was trained with"
+        )
     run = ckpt.get("run_config") or {}
     # the run's global batch when it is known (the batch its embeddings were trained with), within the evaluator's
     batch = min(int(run.get("global_batch_size", config.batch_size)), config.batch_size)

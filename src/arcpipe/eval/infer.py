@@ -37,6 +37,7 @@ import torch.distributed as dist
 from arcpipe.config import compiles
 from arcpipe.eval.grids import crop_shapes, grid_keys, invert_crops
 from arcpipe.eval.puzzles import parse_identifiers
+from arcpipe.train.sampler import canvas_draws
 
 IGNORE_LABEL_ID = -100
 METRIC_KEYS = ("accuracy", "exact_accuracy", "q_halt_accuracy", "steps", "lm_loss", "q_halt_loss")
@@ -99,6 +100,9 @@ def predict(
             for start in range(0, len(mine), batch_size):
                 chunk = mine[start : start + batch_size]
                 batch = make_batch(inputs, labels, example_ids, chunk, batch_size, env.device)
+                if getattr(head, "draws_per_row", 0):  # a canvas model: placements by place in `rows`, not by rank
+                    places = np.arange(batch_size) + env.rank * shard_size + start
+                    batch["canvas_draws"] = torch.from_numpy(canvas_draws(0, 0, places)).to(env.device)
                 carry = head.initial_carry(batch)
                 n = len(chunk)
                 for step in range(max_steps):  # eval mode: every row halts exactly at max_steps, none before

@@ -36,6 +36,7 @@ from arcpipe.models.losses import ACTLossHead
 from arcpipe.models.transformer import Transformer
 from arcpipe.models.trm import TRM
 from arcpipe.models.urm import URM
+from arcpipe.models.varc_head import build_varc
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +64,15 @@ def build_model(
     `head.compile()` (nn.Module.compile keeps the keys) or compile `head.step`.
     """
     dtype = forward_dtype or default_forward_dtype(device)
+    if arch_cfg.name == "varc":  # one forward pass on a canvas: its own head with the loss head's interface
+        with torch.device(device):
+            return build_varc(  # type: ignore[return-value]
+                arch_cfg,
+                vocab_size=vocab_size,
+                seq_len=seq_len,
+                num_puzzle_identifiers=num_puzzle_identifiers,
+                forward_dtype=dtype,
+            )
     with torch.device(device):
         core = MODELS[arch_cfg.name](
             arch_cfg,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+import torch
 from torch import nn
 from torch.optim import Optimizer
 
@@ -23,10 +24,10 @@ def make_optimizers(
     weight_decay: float,
     puzzle_emb_weight_decay: float,
     betas: tuple[float, float] = (0.9, 0.95),
-    optimizer: Literal["adam_atan2", "muon"] = "adam_atan2",
+    optimizer: Literal["adam_atan2", "muon", "adamw"] = "adam_atan2",
     compile: bool | None = None,
 ) -> list[tuple[Optimizer, float]]:
-    """[(SparseSignSGD, puzzle_emb_lr) if the model has a puzzle embedding, (AdamATan2 or Muon, lr)].
+    """[(SparseSignSGD, puzzle_emb_lr) if the model has a puzzle embedding, (AdamATan2, Muon or AdamW, lr)].
 
     Upstream's order and grouping (section 4.2): the sparse embedding first, then every trainable parameter
     (embeddings, heads and biases included) with the same weight decay. The schedule sets each group's lr.
@@ -41,9 +42,11 @@ def make_optimizers(
         )
     if optimizer == "adam_atan2":
         dense: Optimizer = AdamATan2(head.parameters(), lr=lr, betas=betas, weight_decay=weight_decay, compile=compile)
+    elif optimizer == "adamw":  # VARC's: torch.optim.AdamW over every parameter, its task tokens included
+        dense = torch.optim.AdamW(head.parameters(), lr=lr, betas=betas, weight_decay=weight_decay)
     elif optimizer == "muon":
         dense = Muon.for_model(head, lr=lr, weight_decay=weight_decay, betas=betas)
     else:
-        raise ValueError(f"unknown optimizer {optimizer!r}; choose adam_atan2 or muon")
+        raise ValueError(f"unknown optimizer {optimizer!r}; choose adam_atan2, muon or adamw")
     out.append((dense, lr))
     return out

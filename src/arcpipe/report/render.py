@@ -160,8 +160,9 @@ def write_summary(out_dir: Path, cfg: WorkflowConfig, table: pd.DataFrame) -> li
             else "none, as `evaluation.selection_tasks` is 0 (selection.md)."
         )
         + f" best on test: the best checkpoint {SELECTED_ON_TEST}, an optimistic number.",
-        "published: the paper's number on the full benchmark in its metric (HRM and TRM pass@2, URM pass@1); ours: "
-        "the last checkpoint at that metric on every test task. A cut-down dataset has no published number.",
+        "published: the paper's number on the full benchmark in its metric (HRM, TRM and VARC pass@2, URM "
+        "pass@1); ours: the last checkpoint at that metric on every test task. A cut-down dataset has no published "
+        "number.",
         "GPU-h: training step times and evaluation wall times from the metrics (no start-up, compilation or queue "
         f"waits), each times the GPUs its job held (CPU jobs: 0); cost: GPU-h x {cfg.report.gpu_hour_price} "
         "(`report.gpu_hour_price`). Every column, wall hours included: summary.csv.",

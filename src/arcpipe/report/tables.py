@@ -43,6 +43,9 @@ PUBLISHED: dict[tuple[str, str], Published] = {
     ("trm", "ARC-AGI-2"): Published(7.8, "pass@2", "TRM paper, Table 5"),
     ("urm", "ARC-AGI-1"): Published(53.8, "pass@1", "URM paper, abstract"),
     ("urm", "ARC-AGI-2"): Published(16.0, "pass@1", "URM paper, abstract"),
+    # VARC-ViT-18M, one test-time training per task (upstream's README: a run lands in 52-56 and 6-10)
+    ("varc", "ARC-AGI-1"): Published(54.5, "pass@2", "VARC paper (ViT-18M)"),
+    ("varc", "ARC-AGI-2"): Published(8.3, "pass@2", "VARC paper (ViT-18M)"),
 }
 
 

@@ -41,7 +41,7 @@ from arcpipe.train.checkpoint import (
     rng_state,
     save_atomic,
 )
-from arcpipe.train.sampler import batch_rows, collate, halt_min_steps, plan_pass
+from arcpipe.train.sampler import batch_rows, canvas_draws, collate, halt_min_steps, plan_pass
 from arcpipe.train.schedule import lr_at, total_steps
 from arcpipe.train.tracking import MetricsLog, Progress, WandbMirror
 
@@ -217,6 +217,8 @@ class Trainer:
             batch["halt_min_steps"] = torch.from_numpy(
                 halt_min_steps(run.seed, step, rows, self.arch_cfg_exploration, self.head.model.max_steps)
             ).to(self.device)
+            if getattr(self.head, "draws_per_row", 0):  # a canvas model: each row's placement (sampler.canvas_draws)
+                batch["canvas_draws"] = torch.from_numpy(canvas_draws(run.seed, step, rows)).to(self.device)
             data_wait += time.perf_counter() - t1
             if self.carries[slot] is None:
                 self.carries[slot] = self.head.initial_carry(batch)

@@ -99,6 +99,15 @@ def halt_min_steps(seed: int, step: int, rows: np.ndarray, prob: float, max_step
     return np.where(explore, np.minimum(minimum, max_steps), 0).astype(np.int32)
 
 
+def canvas_draws(seed: int, stream: int, positions: np.ndarray) -> np.ndarray:
+    """(n, 3) float64 uniforms in [0, 1) placing each row on a canvas model's canvas (data/canvas.draw_placement:
+    scale, row offset, column offset). Training draws with stream = the optimizer step and positions = the rows'
+    places in the global batch; evaluation with stream 0 and the rows' places in the evaluated list, so the draws
+    never depend on the number of processes."""
+    base = _hash(np.uint64(seed), np.uint64(stream), np.uint64(0xCA7A5), positions.astype(np.uint64))
+    return np.stack([_uniform(_mix(base ^ np.uint64(k + 1))) for k in range(3)], axis=1)
+
+
 # ------------------------------------------------------------------------------------------------------------------
 
 

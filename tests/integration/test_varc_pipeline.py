@@ -1,0 +1,115 @@
+"""VARC through arcpipe's own trainer and evaluator: upstream's loss, answers decoded as tokens, resume, votes.
+
+The model itself is checked against upstream's code in tests/unit/models/test_varc.py and the canvas in
+tests/unit/data/test_canvas.py; here the parts meet: the head on real ARC rows, the Trainer (draws, AdamW,
+resume) and evaluate_checkpoint (attempts per view, the protocol in metrics.json).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from arcpipe.config import load_config
+from arcpipe.data import canvas
+from arcpipe.data.dataset import load_split
+from arcpipe.eval.evaluate import evaluate_checkpoint
+from arcpipe.eval.infer import make_batch
+from arcpipe.models.registry import build_model, make_arch_config
+from arcpipe.train.loop import Trainer
+from arcpipe.train.sampler import canvas_draws
+
+VARC_RUN = {
+    "arch": "varc",
+    "preset": "tiny",
+    "optimizer": "adamw",
+    "weight_decay": 0.0,
+    "beta2": 0.999,
+    "ema": False,
+    "global_batch_size": 8,
+}
+
+
+def _head(dataset: Path, seed: int = 0):
+    meta = load_split(dataset, "train").metadata
+    torch.manual_seed(seed)
+    return build_model(
+        make_arch_config("varc", "tiny", {}),
+        vocab_size=meta.vocab_size,
+        seq_len=meta.seq_len,
+        num_puzzle_identifiers=meta.num_puzzle_identifiers,
+        batch_size=8,
+        device="cpu",
+    )
+
+
+def _rows(dataset: Path, n: int = 8) -> dict[str, torch.Tensor]:
+    split = load_split(dataset, "train")
+    ids = np.repeat(split.puzzle_identifiers, np.diff(split.puzzle_indices)).astype(np.int64)
+    rows = np.arange(n, dtype=np.int64) * 3  # rows of several puzzles
+    batch = make_batch(split.inputs, split.labels, ids, rows, n, torch.device("cpu"))
+    batch["canvas_draws"] = torch.from_numpy(canvas_draws(0, 1, np.arange(n)))
+    return batch
+
+
+def test_the_head_returns_upstreams_loss_and_the_labels_when_it_answers_the_target(tiny_dataset: Path) -> None:
+    head = _head(tiny_dataset)
+    batch = _rows(tiny_dataset)
+    head.train()
+    carry, loss, metrics, outputs = head.step(head.initial_carry(batch), batch, ("logits", "preds"))
+    # upstream's loss (offline_train_ARC.py): one cross entropy averaged over every non-ignored pixel of the batch;
+    # the head returns it times the rows, as the trainer divides every loss by the global batch
+    placement = head.place(batch)
+    targets = canvas.encode_targets(batch["labels"], placement, head.config.image_size)
+    upstream = F.cross_entropy(outputs["logits"], targets, ignore_index=canvas.BACKGROUND)
+    assert torch.allclose(loss / len(targets), upstream, rtol=1e-6), (float(loss), float(upstream))
+    assert bool(carry.halted.all()) and int(metrics["count"]) == 8
+    # a model whose logits are the target canvas answers the labels: decode undoes the placement exactly
+    # (at the top left of the map: a training label may sit anywhere in it)
+    perfect = canvas.decode(targets, placement).view(-1, 30, 30)
+    labels = batch["labels"].view(-1, 30, 30)
+    for row, (top, left, h, w) in enumerate(zip(*canvas.grid_boxes(batch["labels"]), strict=True)):
+        assert h > 0 and torch.equal(perfect[row, :h, :w], labels[row, top : top + h, left : left + w])
+        assert int(perfect[row].ge(2).sum()) == h * w
+    assert outputs["preds"].shape == batch["labels"].shape
+
+
+def test_draws_do_not_depend_on_how_the_batch_is_split() -> None:
+    whole = canvas_draws(3, 7, np.arange(16))
+    halves = np.concatenate([canvas_draws(3, 7, np.arange(8)), canvas_draws(3, 7, np.arange(8, 16))])
+    assert np.array_equal(whole, halves)
+    assert ((whole >= 0) & (whole < 1)).all() and len(np.unique(whole)) == whole.size
+    assert not np.array_equal(whole, canvas_draws(3, 8, np.arange(16)))  # another step, other placements
+
+
+def test_a_varc_run_trains_resumes_exactly_and_is_scored_with_attempts(
+    tiny_dataset: Path, tmp_path: Path, write_config
+) -> None:
+    config = write_config(tmp_path / "config.yaml", {"v": VARC_RUN})
+    cfg = load_config(config)
+
+    straight = Trainer(cfg, "v", tiny_dataset, tmp_path / "straight")
+    assert straight.train_until(2, None) == 0 and straight.train_until(4, None) == 0
+    assert isinstance(straight.optimizers[0][0], torch.optim.AdamW)
+
+    first = Trainer(cfg, "v", tiny_dataset, tmp_path / "resumed")
+    assert first.train_until(2, None) == 0
+    again = Trainer(cfg, "v", tiny_dataset, tmp_path / "resumed")  # a new process: resumes from epoch 2's state
+    assert again.train_until(4, None) == 0
+    a, b = straight.head.state_dict(), again.head.state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    losses = [json.loads(line)["train/lm_loss"] for line in (tmp_path / "straight/metrics/epoch_4.jsonl").open()]
+    assert all(np.isfinite(losses))
+
+    out = tmp_path / "eval"
+    metrics = evaluate_checkpoint(tmp_path / "straight/ckpt/epoch_4.pt", tiny_dataset, out)
+    assert metrics is not None
+    canvas_info = metrics["info"]["canvas"]
+    assert canvas_info["attempts_per_view"] == 10 and "ground-truth" in canvas_info["placement"]
+    test = load_split(tiny_dataset, "test")
+    assert metrics["num_predictions"] == 10 * len(test.inputs)  # every view answered 10 times, each answer a vote
+    assert 0 <= metrics["pass@2"] <= 1
