@@ -73,14 +73,20 @@ def test_smoke_ends_on_its_results_and_where_the_report_is(smoke_run):
     # arcpipe.outcome (the Snakefile's onsuccess): the run's line from the report's own tables, then the report
     work, proc, _, _ = smoke_run
     assert proc.returncode == 0
-    summary = pd.read_csv(work / "results/report/summary.csv").set_index("run").loc["smoke-trm"]
-    learning = pd.read_csv(work / "results/report/learning.csv").set_index("run").loc["smoke-trm"]
-    last, accuracy = f"{summary['last pass@2']:.2f} ({summary['epoch']})", learning[f"last_{N_STEPS}_accuracy"]
+    summary = pd.read_csv(work / "results/report/summary.csv").set_index("run")
+    learning = pd.read_csv(work / "results/report/learning.csv").set_index("run")
+
+    def expected(run: str) -> str:  # CPU: no GPU-hours
+        last = f"{summary.loc[run, 'last pass@2']:.2f} ({summary.loc[run, 'epoch']})"
+        accuracy = learning.loc[run, f"last_{N_STEPS}_accuracy"]
+        return f"arcpipe:   {run:<10}  last {last}  train acc {accuracy:.1f}%  GPU-h 0.00"
+
     lines = [line for line in proc.stderr.splitlines() if line.startswith("arcpipe:")]
-    assert lines[-5:] == [
+    assert lines[-6:] == [
         "arcpipe: pass@2 in % of the last checkpoint (epoch), training token accuracy (mean of the last 3 counted "
         "steps), GPU-hours:",
-        f"arcpipe:   smoke-trm  last {last}  train acc {accuracy:.1f}%  GPU-h 0.00",  # CPU: no GPU-hours
+        expected("smoke-trm"),
+        expected("smoke-varc"),
         "arcpipe: no checkpoint selected: evaluation.selection_tasks is 0",
         "arcpipe: report: results/report/summary.md (every table beside it as .md, .csv, .html)",
         "arcpipe: as one HTML file: snakemake --report report.html report",
