@@ -295,7 +295,18 @@ def evaluations_of(target, quick=True):
     files += per_run(target, at("decisions", plan.DECISION))
     if quick and CFG.evaluation.quick is not None:
         files += per_run(target, at("quick", plan.QUICK))
+    files += per_run(target, ttt_evaluation)
     return files
+
+
+def ttt_evaluation(p):
+    """The run's test-time training evaluation after its last boundary (runs.<run>.ttt); none without it."""
+    return plan.ttt_files(p, CFG.runs[p.run])
+
+
+def ttt_jobs_of_run(wildcards):
+    """Every job of a run's test-time training after boundary {epoch} (rule ttt_collect)."""
+    return plan.ttt_jobs(wildcards.run, CFG.runs[wildcards.run], int(wildcards.epoch))
 
 
 def quick_evaluations_of(target):
@@ -348,18 +359,24 @@ def train_metrics_for_report(wildcards):
 
 
 def ensembles_for_report(wildcards):
-    """The ensembles of the runs whose ensemble checkpoints are all in the report."""
+    """The ensembles of the runs whose ensemble checkpoints are all in the report, and the test-time training
+    evaluations of the runs whose last boundary is (a row of their run, as an ensemble is).
+    """
     k = CFG.evaluation.ensemble_last
-    if not k:
-        return []
     reported = set(report_boundaries())
-    return [
-        name
-        for run in CFG.runs
-        for p in [plan_of(run, wait=CFG.runs[run].target == "smoke")]
-        if p.ensemble and all((run, e) in reported for e in p.ensemble)
-        for name in plan.ensemble_files(p, k)
-    ]
+    files = []
+    for run in CFG.runs:
+        if not k and CFG.runs[run].ttt is None:
+            continue
+        p = plan_of(run, wait=CFG.runs[run].target == "smoke")
+        if k and p.ensemble and all((run, e) in reported for e in p.ensemble):
+            files += plan.ensemble_files(p, k)
+        files += [
+            f
+            for f in plan.ttt_files(p, CFG.runs[run])
+            if (run, p.trained[-1]) in reported
+        ]
+    return files
 
 
 def last_boundaries(wildcards):

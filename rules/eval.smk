@@ -48,6 +48,60 @@ rule evaluate_checkpoint:
         "--config {input.config} {params.device} > {log} 2>&1"
 
 
+# Test-time training of a canvas model (runs.<run>.ttt, arcpipe.eval.ttt): after the run's last checkpoint, job j of
+# ttt.jobs fits a copy of it to each of its test tasks (j, j + jobs, ...) and answers them; a job killed after some
+# tasks redoes only the others. One collecting rule votes over every job's answers into an evaluation of its own.
+rule ttt_job:
+    input:
+        ckpt="results/runs/{run}/ckpt/epoch_{epoch}.pt",
+        verified=ancient_input(verified_dataset),
+        run_config="results/runs/{run}/config.yaml",
+        config="results/eval/{run}/evaluation.yaml",
+    output:
+        "results/ttt/{run}/epoch_{epoch}/job_{job}.npz",
+    log:
+        "logs/ttt_job/{run}/epoch_{epoch}/job_{job}.log",
+    wildcard_constraints:
+        job=r"[0-9]+",
+    conda:
+        "../envs/arcpipe.yaml"
+    threads: 8
+    resources:
+        gpu=eval_resource("gpu"),
+        mem_mb=eval_resource("mem_mb"),
+        shm_mb=eval_resource("shm_mb"),
+        runtime=eval_resource("runtime"),
+    params:
+        data=dataset_dir_for_run,
+        device=eval_device,
+    shell:
+        "arcpipe ttt job {input.ckpt} {params.data} --run-config {input.run_config} --run {wildcards.run} "
+        "--job {wildcards.job} --out {output} --config {input.config} {params.device} > {log} 2>&1"
+
+
+rule ttt_collect:
+    input:
+        jobs=ttt_jobs_of_run,
+        verified=ancient_input(verified_dataset),
+        config="results/eval/{run}/evaluation.yaml",
+    output:
+        metrics="results/eval/{run}/ttt_epoch_{epoch}/metrics.json",
+        submission="results/eval/{run}/ttt_epoch_{epoch}/submission.json",
+        per_puzzle="results/eval/{run}/ttt_epoch_{epoch}/per_puzzle.csv",
+        votes="results/eval/{run}/ttt_epoch_{epoch}/votes.npz",
+    log:
+        "logs/ttt_collect/{run}/epoch_{epoch}.log",
+    localrule: True
+    conda:
+        "../envs/arcpipe.yaml"
+    params:
+        data=dataset_dir_for_run,
+    shell:
+        "arcpipe ttt collect {input.jobs} --dataset {params.data} "
+        "--out results/eval/{wildcards.run}/ttt_epoch_{wildcards.epoch} --config {input.config} "
+        "--run {wildcards.run} --epoch {wildcards.epoch} > {log} 2>&1"
+
+
 # evaluation.quick (arcpipe.stopping): every boundary's quick evaluation on a fixed subset of the test tasks, and the
 # schedule that decides where the full one (evaluate_checkpoint) is due. Local: draw_quick_tasks reads one file.
 rule draw_quick_tasks:

@@ -148,8 +148,10 @@ def _tiny_checkpoint(
         if table:
             rows = core_of(head).puzzle_emb.weights
             rows.copy_(torch.randn_like(rows) * table)
-        q = next(m for name, m in head.named_modules() if name.endswith("q_head"))
-        if q_head == "random":
+        q = next((m for name, m in head.named_modules() if name.endswith("q_head")), None)  # varc has none
+        if q is None:
+            assert q_head == "untrained", q_head
+        elif q_head == "random":
             q.weight.normal_()
             q.bias.zero_()
         elif q_head == "always":

@@ -430,6 +430,27 @@ def _add_eval(stages: argparse._SubParsersAction) -> None:
     evaluate.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when available")
     evaluate.set_defaults(handler=_eval_evaluate)
 
+    ttt = stages.add_parser("ttt", help="test-time training of a canvas model (VARC) per test task, as jobs")
+    verbs = ttt.add_subparsers(dest="verb", required=True, metavar="VERB")
+    job = verbs.add_parser("job", help="fit and answer the test tasks of one job (eval/ttt.py); writes --out last")
+    job.add_argument("checkpoint", type=Path, help="the run's checkpoint, e.g. results/runs/R/ckpt/epoch_N.pt")
+    job.add_argument("dataset", type=Path, help="the verified dataset it was trained with")
+    job.add_argument("--run-config", type=Path, required=True, help="the run's config (results/runs/R/config.yaml)")
+    job.add_argument("--run", required=True, help="the run: its `ttt:` settings")
+    job.add_argument("--job", type=int, required=True, help="0 .. ttt.jobs - 1")
+    job.add_argument("--out", type=Path, required=True, help="the job's answers (.npz)")
+    job.add_argument("--config", type=Path, help="workflow or run config: its `evaluation:` section")
+    job.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when available")
+    job.set_defaults(handler=_ttt_job)
+    collect = verbs.add_parser("collect", help="vote over every job's answers; the evaluation files in --out")
+    collect.add_argument("jobs", type=Path, nargs="+", help="every job's .npz")
+    collect.add_argument("--dataset", type=Path, required=True, help="the verified dataset")
+    collect.add_argument("--out", type=Path, required=True, help="directory for metrics.json, submission.json, ...")
+    collect.add_argument("--config", type=Path, help="workflow or run config: its `evaluation:` section")
+    collect.add_argument("--run", help="the run, recorded in metrics.json")
+    collect.add_argument("--epoch", type=int, help="the checkpoint's epoch, recorded in metrics.json")
+    collect.set_defaults(handler=_ttt_collect)
+
     predict = stages.add_parser("predict", help="submission.json for an ARC challenges file, without a built dataset")
     predict.add_argument("challenges", type=Path, help="ARC challenges JSON (Kaggle layout)")
     predict.add_argument("checkpoint", type=Path, help="an arcpipe weights file")
@@ -479,6 +500,31 @@ def _eval_evaluate(args: argparse.Namespace) -> int:
         device=args.device,
         quick_tasks=args.quick_tasks,
     )
+    return 0
+
+
+def _ttt_job(args: argparse.Namespace) -> int:
+    from arcpipe.config import load_config, load_evaluation_config
+    from arcpipe.eval.ttt import run_job
+
+    run = load_config(args.run_config).runs.get(args.run)
+    if run is None or run.ttt is None:
+        raise ArcpipeError(f"{args.run_config}: run {args.run} has no `ttt:` settings; add them or drop the job")
+    if not 0 <= args.job < run.ttt.jobs:
+        raise ArcpipeError(f"--job {args.job}: run {args.run} has ttt.jobs={run.ttt.jobs} (jobs 0..{run.ttt.jobs - 1})")
+    config = load_evaluation_config(args.config) if args.config else None
+    run_job(args.checkpoint, args.dataset, args.out, args.job, run.ttt, config, device=args.device)
+    return 0
+
+
+def _ttt_collect(args: argparse.Namespace) -> int:
+    from arcpipe.config import load_evaluation_config
+    from arcpipe.eval.ttt import collect
+
+    config = load_evaluation_config(args.config) if args.config else None
+    info = {"run": args.run, "epoch": args.epoch, "checkpoint": f"epoch_{args.epoch}" if args.epoch else None}
+    metrics = collect(args.jobs, args.dataset, args.out, config, info)
+    print(", ".join(f"{k} {100 * v:.2f}%" for k, v in metrics.items() if k.startswith("pass@")))
     return 0
 
 

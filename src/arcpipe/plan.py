@@ -415,6 +415,24 @@ def ensemble_files(plan: RunPlan, k: int) -> list[str]:
     return [ENSEMBLE.format(run=plan.run, kind=kind, k=k) for kind in ("avg", "pooled")]
 
 
+TTT = "results/eval/{run}/ttt_epoch_{epoch}/metrics.json"
+TTT_JOB = "results/ttt/{run}/epoch_{epoch}/job_{job}.npz"
+
+
+def ttt_files(plan: RunPlan, run: RunConfig) -> list[str]:
+    """The evaluation of the run's test-time training (`ttt:`, eval/ttt.py) after its last boundary, once the plan
+    is final and that boundary trained; none without `ttt`."""
+    if run.ttt is None or not plan.final or not plan.trained or plan.trained[-1] != plan.planned[-1]:
+        return []
+    return [TTT.format(run=plan.run, epoch=plan.trained[-1])]
+
+
+def ttt_jobs(run_name: str, run: RunConfig, epoch: int) -> list[str]:
+    """Every job file of the run's test-time training after boundary `epoch`."""
+    assert run.ttt is not None, run_name
+    return [TTT_JOB.format(run=run_name, epoch=epoch, job=j) for j in range(run.ttt.jobs)]
+
+
 def stop_records(cfg: WorkflowConfig, results: Path, names: list[str]) -> dict[str, dict[str, Any]]:
     """Each of `names` that a stop rule ended: its stopping decision record (the report's and the summary's)."""
     stopped = {}

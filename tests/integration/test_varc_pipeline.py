@@ -11,10 +11,11 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 import torch.nn.functional as F
 
-from arcpipe.config import load_config
+from arcpipe.config import ArcpipeError, load_config
 from arcpipe.data import canvas
 from arcpipe.data.dataset import load_split
 from arcpipe.eval.evaluate import evaluate_checkpoint
@@ -113,3 +114,38 @@ def test_a_varc_run_trains_resumes_exactly_and_is_scored_with_attempts(
     test = load_split(tiny_dataset, "test")
     assert metrics["num_predictions"] == 10 * len(test.inputs)  # every view answered 10 times, each answer a vote
     assert 0 <= metrics["pass@2"] <= 1
+
+
+def test_test_time_training_jobs_redo_only_unfinished_tasks_and_collect_into_one_evaluation(
+    tiny_dataset: Path, tmp_path: Path, tiny_checkpoint
+) -> None:
+    from arcpipe.config.runs import TTTConfig
+    from arcpipe.eval.puzzles import load_test_puzzles
+    from arcpipe.eval.ttt import collect, job_tasks, run_job
+
+    ckpt = tiny_checkpoint(tmp_path / "varc.pt", tiny_dataset, arch="varc")
+    cfg = TTTConfig(epochs=2, warmup_epochs=1, jobs=2)
+    tasks = load_test_puzzles(tiny_dataset / "test_puzzles.json").task_names
+    assert sorted(job_tasks(tasks, 0, 2) + job_tasks(tasks, 1, 2)) == sorted(tasks)
+    jobs = [tmp_path / f"ttt/job_{j}.npz" for j in range(2)]
+    summary = run_job(ckpt, tiny_dataset, jobs[0], 0, cfg)
+    assert summary["tasks"] == job_tasks(tasks, 0, 2) and all(s["steps"] > 0 for s in summary["stats"].values())
+    # a job killed after its first task: that task's answers are kept, the others are fitted again
+    done = sorted((tmp_path / "ttt/job_0.npz.tasks").glob("*.npz"))
+    assert [d.stem for d in done] == sorted(summary["tasks"])
+    kept = done[0].stat().st_mtime_ns
+    for d in done[1:]:
+        d.unlink()
+    jobs[0].unlink()
+    again = run_job(ckpt, tiny_dataset, jobs[0], 0, cfg)
+    first = done[0].stem  # read back, not fitted again: the same file and the same recorded seconds
+    assert done[0].stat().st_mtime_ns == kept and again["stats"][first] == summary["stats"][first]
+    assert all(again["stats"][t]["steps"] == summary["stats"][t]["steps"] for t in summary["tasks"])
+    with pytest.raises(ArcpipeError, match="answer .* of the .* test tasks"):
+        collect(jobs[:1], tiny_dataset, tmp_path / "eval")  # job 1 missing: refused, nothing written
+    assert not (tmp_path / "eval").exists()
+    run_job(ckpt, tiny_dataset, jobs[1], 1, cfg)
+    metrics = collect(jobs, tiny_dataset, tmp_path / "eval", info={"run": "v", "epoch": 4})
+    test = load_split(tiny_dataset, "test")
+    assert metrics["num_predictions"] == 10 * len(test.inputs) and metrics["info"]["ttt"]["epochs"] == 2
+    assert (tmp_path / "eval/submission.json").is_file()

@@ -9,6 +9,7 @@ says which files each planned job reads, with the same library functions rules/c
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -239,3 +240,37 @@ def test_the_ice_scenario_validate_then_launch() -> None:
     assert main.trained == () and main.gate.state == "closed"
     assert "fell short" in main.refusal(cfg.runs["urm-arc1"].boundaries()[0])
     assert plan.fates(cfg, "urm-arc1", closed)[0].startswith("urm-arc1: gate closed: pass@1 at urm-arc1-validate")
+
+
+def test_test_time_training_follows_the_last_boundary_once_trained_and_never_a_gated_out_run() -> None:
+    varc = SHIPPED.runs["smoke-varc"]
+    assert varc.ttt is not None and varc.ttt.jobs == 2
+    gated = varc.model_copy(update={"gate": GateConfig(run="smoke-varc", metric="pass@1", min=0.5)})
+    cfg = SHIPPED.model_copy(update={"runs": {"smoke-varc": varc, "gated": gated}})
+    open_plans = plan.plans(cfg, plan.MemoryRecords({}, {}, {"gated": True}))
+    assert plan.ttt_files(open_plans["smoke-varc"], varc) == ["results/eval/smoke-varc/ttt_epoch_4/metrics.json"]
+    assert plan.ttt_jobs("smoke-varc", varc, 4) == [
+        "results/ttt/smoke-varc/epoch_4/job_0.npz",
+        "results/ttt/smoke-varc/epoch_4/job_1.npz",
+    ]
+    assert plan.ttt_files(open_plans["gated"], gated) == ["results/eval/gated/ttt_epoch_4/metrics.json"]
+    closed = plan.plans(cfg, plan.MemoryRecords({}, {}, {"gated": False}))
+    assert plan.ttt_files(closed["gated"], gated) == []  # never trained: nothing to fit
+    waiting = plan.plans(cfg, plan.MemoryRecords({}, {}, {}))
+    assert plan.ttt_files(waiting["gated"], gated) == []  # asked for once the gate has decided
+    without = varc.model_copy(update={"ttt": None})
+    assert plan.ttt_files(open_plans["smoke-varc"], without) == []
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"arch": "trm", "preset": "tiny"}, "ttt is test-time training of a canvas model (arch varc), not of trm"),
+        ({"stop": {"target": 1.0}}, "ttt follows the run's last boundary, which a stop rule may never train"),
+    ],
+)
+def test_ttt_is_refused_where_it_cannot_run(changes: dict, message: str) -> None:
+    raw = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    raw["runs"]["smoke-varc"].update(changes)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        WorkflowConfig.model_validate(raw)

@@ -35,6 +35,20 @@ class GateConfig(Strict):
     epoch: int | None = Field(default=None, gt=0)  # the gate run's checkpoint; None: its last
 
 
+class TTTConfig(Strict):
+    """Test-time training of a canvas model (VARC), upstream's recipe by default (upstream-varc.md 6): after the
+    run's last checkpoint, one job per `tasks_per_job` test tasks fits a copy of the model to each task's
+    demonstration views with fresh task tokens, then answers the task's test views (eval/ttt.py)."""
+
+    epochs: int = Field(default=100, gt=0)  # passes over the task's demonstrations (upstream: 0..100, 0 at lr 0)
+    warmup_epochs: int = Field(default=10, ge=0)  # linear warm-up, then cosine to 0 at the last epoch
+    batch_size: int = Field(default=8, gt=0)
+    lr: float = Field(default=3e-4, gt=0)  # AdamW, betas (0.9, 0.999), no weight decay, gradients clipped at 1
+    # job j of `jobs` takes test tasks j, j + jobs, ... (known before the data exist): 400 is one task per job on
+    # ARC-AGI-1's evaluation set; fewer jobs work through several tasks each on one GPU
+    jobs: int = Field(default=400, gt=0)
+
+
 class RunConfig(Strict):
     dataset: str
     arch: Literal["trm", "hrm", "urm", "transformer", "varc"]
@@ -87,6 +101,8 @@ class RunConfig(Strict):
     gate: GateConfig | None = None
     # end before the last epoch once the answer is in (config/stop.py, arcpipe.stopping); dumped only when set
     stop: StopConfig | None = None
+    # varc only: per-task test-time training after the last checkpoint (eval/ttt.py); dumped only when set
+    ttt: TTTConfig | None = None
 
     # the registry imports torch (seconds): only validating a run loads it, never `import arcpipe.config`
     @field_validator("preset")
@@ -131,6 +147,12 @@ class RunConfig(Strict):
                 f"micro_batch_size = {self.nodes} x {max(self.gpus_per_node, 1)} x {micro}; "
                 "change global_batch_size or micro_batch_size"
             )
+        if self.ttt is not None and self.arch != "varc":
+            problems.append(f"ttt is test-time training of a canvas model (arch varc), not of {self.arch}; remove it")
+        if self.ttt is not None and self.stop is not None:
+            problems.append(
+                "ttt follows the run's last boundary, which a stop rule may never train: remove ttt or stop"
+            )
         if problems:
             raise invalid("RunConfig", [((), problem, self) for problem in problems])
         return self
@@ -143,6 +165,7 @@ class RunConfig(Strict):
             "gpu",
             "gate",
             "stop",
+            "ttt",
         ):  # absent unless set: runs without them hash and compare as before
             if data.get(key) is None:
                 data.pop(key, None)
@@ -242,6 +265,7 @@ EXECUTION_FIELDS = frozenset(
         "gate",  # decides whether the run starts, not what it computes
         "stop",  # decides where the run ends, not what it computes
         "gpu",  # only the forecast reads it
+        "ttt",  # what follows the last checkpoint, not what training computes
     }
 )
 

@@ -1,0 +1,264 @@
+"""Test-time training of a canvas model (VARC), fanned out as jobs: upstream's per-task recipe, collected as one
+evaluation.
+
+    arcpipe ttt job --checkpoint CKPT --dataset DIR --config RUN_CONFIG --job J --out results/ttt/RUN/epoch_E/job_J.npz
+    arcpipe ttt collect --dataset DIR --out results/eval/RUN/ttt_epoch_E results/ttt/RUN/epoch_E/job_*.npz
+
+Upstream (upstream-varc.md 6) fine-tunes a copy of the offline model on each evaluation task separately, one
+process per task, looping over the tasks in a shell script per GPU with no record of which finished. Here each
+Snakemake job takes the test tasks j, j + jobs, j + 2 jobs, ... of the dataset's test split (`job_tasks`: known
+before the data exist, so `snakemake -n` plans every job at once), and for each task, from the checkpoint's
+weights:
+
+1. the task's views (its dihedral x colour-permutation identifiers in the dataset) get fresh task tokens, drawn as
+   upstream draws a new table (trunc-normal, std 0.02);
+2. the whole model trains on the views' demonstrations (the train split's rows of the task) with upstream's recipe:
+   AdamW (lr 3e-4, betas 0.9/0.999, no weight decay), batch 8, gradients clipped at 1, dropout on, epochs 0..E with
+   the rate set per epoch (linear warm-up over `warmup_epochs` from 0, then half a cosine to 0 at epoch E), every
+   row at a fresh scale and offset (`canvas_draws`, from the seed, the task and the step);
+3. the task's test views are answered `canvas_attempts` times each (eval/infer.predict), as any evaluation.
+
+A task's answers are written to `<out>.tasks/<task>.npz` as soon as it is done, so a job killed after some of its
+tasks redoes only the others; the job's file (`job_J.npz`: rows, answers, per-task statistics) comes last.
+`collect` votes over every job's answers and writes the evaluation files (metrics.json, submission.json,
+per_puzzle.csv, votes.npz) as an evaluation of the checkpoint does, with the protocol in `info.ttt`.
+
+What differs from upstream, each deliberate: bf16 autocast on GPUs (upstream: fp16 with a GradScaler); eager steps
+(upstream compiles each task's model with CUDA graphs); and the views are those of the arcpipe dataset (`num_aug`
+augmentations per task, each a dihedral transform with a colour permutation) rather than upstream's fixed 51 (6
+dihedral elements x (1 + 9 colour permutations)).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+import zlib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from arcpipe.config import ArcpipeError, EvaluationConfig
+from arcpipe.config.runs import TTTConfig
+from arcpipe.data.dataset import load_split
+from arcpipe.eval.evaluate import check_verified, evaluate_predictions
+from arcpipe.eval.infer import make_batch, predict, rows_of_tasks
+from arcpipe.eval.puzzles import load_identifiers, load_test_puzzles
+from arcpipe.eval.write import write_results
+from arcpipe.files import atomic_write_many
+from arcpipe.models.io import model_from_checkpoint, read_weights
+from arcpipe.train import distributed
+from arcpipe.train.sampler import canvas_draws
+
+log = logging.getLogger(__name__)
+
+GRAD_CLIP = 1.0  # upstream's clip_grad_norm_
+TOKEN_STD = 0.02  # upstream's trunc-normal std of a new task-token table
+
+
+def job_tasks(tasks: Sequence[str], job: int, jobs: int) -> list[str]:
+    """The test tasks job `job` of `jobs` takes: every jobs-th of the sorted task names, from the job-th."""
+    return [task for i, task in enumerate(sorted(tasks)) if i % jobs == job]
+
+
+def lr_factor(epoch: int, cfg: TTTConfig) -> float:
+    """The rate of epoch 0..cfg.epochs as a fraction of cfg.lr: linear warm-up from 0, then cosine to 0."""
+    if epoch < cfg.warmup_epochs:
+        return epoch / cfg.warmup_epochs
+    span = max(cfg.epochs - cfg.warmup_epochs, 1)
+    return 0.5 * (1.0 + math.cos(math.pi * (epoch - cfg.warmup_epochs) / span))
+
+
+def fit_task(
+    head: torch.nn.Module,
+    split: Any,
+    example_ids: np.ndarray,
+    identifiers: Sequence[str],
+    task: str,
+    cfg: TTTConfig,
+    seed: int,
+    device: torch.device,
+) -> dict[str, float]:
+    """Train `head` in place on the demonstrations of `task`'s views (module doc, steps 1 and 2); its statistics."""
+    rows = rows_of_tasks(example_ids, identifiers, [task])
+    if len(rows) == 0:
+        raise ArcpipeError(f"test task {task} has no demonstrations in the dataset's train split; rebuild the dataset")
+    views = np.unique(example_ids[rows])
+    table = head.model.inner.task_token_embed.weight
+    stream = zlib.crc32(task.encode())
+    generator = torch.Generator().manual_seed(seed * 1_000_003 + stream)
+    with torch.no_grad():
+        fresh = torch.empty((len(views), table.shape[1]), dtype=torch.float32)
+        torch.nn.init.trunc_normal_(fresh, std=TOKEN_STD, generator=generator)
+        table[torch.from_numpy(views).to(table.device)] = fresh.to(table.device, table.dtype)
+    params = [p for p in head.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.999), weight_decay=0.0)
+    order_rng = np.random.default_rng([seed, stream])
+    torch.manual_seed(seed * 1_000_003 + stream)  # dropout
+    B = cfg.batch_size
+    steps_per_epoch = -(-len(rows) // B)
+    step, started, last_loss = 0, time.monotonic(), math.nan
+    head.train()
+    for epoch in range(cfg.epochs + 1):
+        for group in optimizer.param_groups:
+            group["lr"] = cfg.lr * lr_factor(epoch, cfg)
+        order = order_rng.permutation(rows)
+        for b in range(steps_per_epoch):
+            chunk = order[b * B : (b + 1) * B]
+            batch = make_batch(split.inputs, split.labels, example_ids, chunk, B, device)
+            step += 1
+            batch["canvas_draws"] = torch.from_numpy(canvas_draws(seed, (stream << 20) + step, np.arange(B))).to(device)
+            _, loss, _, _ = head.step(head.initial_carry(batch), batch)
+            (loss / B).backward()  # the head's loss is the pixel mean times the rows (models/varc_head.py)
+            torch.nn.utils.clip_grad_norm_(params, GRAD_CLIP)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+        last_loss = float(loss.detach()) / B
+    return {
+        "views": len(views),
+        "demonstrations": len(rows),
+        "steps": step,
+        "seconds": round(time.monotonic() - started, 3),
+        "last_loss": last_loss,
+    }
+
+
+def run_job(
+    checkpoint: str | Path,
+    dataset_dir: str | Path,
+    out: str | Path,
+    job: int,
+    cfg: TTTConfig,
+    evaluation: EvaluationConfig | None = None,
+    device: str | None = None,
+) -> dict[str, Any]:
+    """Test-time train and answer the test tasks of `job` (module doc); writes `out` (npz) last; its summary."""
+    evaluation = evaluation or EvaluationConfig()
+    checkpoint, dataset_dir, out = Path(checkpoint), Path(dataset_dir), Path(out)
+    check_verified(dataset_dir)
+    want_gpu = (device or ("cuda" if torch.cuda.is_available() else "cpu")) != "cpu"
+    env = distributed.setup(None, gpus=1 if want_gpu else 0)
+    try:
+        ckpt = read_weights(checkpoint)
+        if ckpt.get("arch") != "varc":
+            raise ArcpipeError(
+                f"{checkpoint}: ttt fits a canvas model (arch varc); this checkpoint is {ckpt.get('arch')}"
+            )
+        run_config = ckpt.get("run_config") or {}
+        seed = int(run_config.get("seed", 0))
+        train, test = load_split(dataset_dir, "train"), load_split(dataset_dir, "test")
+        identifiers = load_identifiers(dataset_dir / "identifiers.json")
+        puzzles = load_test_puzzles(dataset_dir / "test_puzzles.json")
+        train_ids = np.repeat(train.puzzle_identifiers, np.diff(train.puzzle_indices)).astype(np.int64)
+        test_ids = np.repeat(test.puzzle_identifiers, np.diff(test.puzzle_indices)).astype(np.int64)
+        tasks = job_tasks(puzzles.task_names, job, cfg.jobs)
+        done_dir = out.with_name(out.name + ".tasks")
+        parts, stats = [], {}
+        for task in tasks:
+            done = done_dir / f"{task}.npz"
+            if done.is_file():  # answered before this job was killed
+                with np.load(done) as part:
+                    parts.append({k: part[k] for k in ("rows", "preds", "q_halt_logits")})
+                    stats[task] = json.loads(str(part["stats"]))
+                log.info("%s: answered by an earlier attempt of this job (%s)", task, done)
+                continue
+            head, _ = model_from_checkpoint(ckpt, env.device, source=checkpoint, batch_size=cfg.batch_size)
+            stats[task] = fit_task(head, train, train_ids, identifiers, task, cfg, seed, env.device)
+            rows = np.repeat(rows_of_tasks(test_ids, identifiers, [task]), evaluation.canvas_attempts)
+            batch = max(min(evaluation.batch_size, len(rows)), 1)
+            answers = predict(head, test.inputs, test.labels, test_ids, rows, batch, env, compile=False)
+            assert answers is not None  # one process
+            part = {"rows": answers.rows, "preds": answers.preds, "q_halt_logits": answers.q_halt_logits}
+            parts.append(part)
+            done_dir.mkdir(parents=True, exist_ok=True)
+            atomic_write_many(done_dir, {done.name: _npz({**part, "stats": np.array(json.dumps(stats[task]))})})
+            log.info("%s: %s", task, stats[task])
+        merged = {
+            k: np.concatenate([p[k] for p in parts]) if parts else np.zeros((0,) + shape, dtype=dtype)
+            for k, shape, dtype in (
+                ("rows", (), np.int64),
+                ("preds", (test.inputs.shape[1],), np.uint8),
+                ("q_halt_logits", (), np.float32),
+            )
+        }
+        summary = {"job": job, "jobs": cfg.jobs, "tasks": tasks, "stats": stats, "ttt": cfg.model_dump(mode="json")}
+        out.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_many(out.parent, {out.name: _npz({**merged, "summary": np.array(json.dumps(summary))})})
+        return summary
+    finally:
+        distributed.teardown(env)
+
+
+def collect(
+    job_files: Sequence[str | Path],
+    dataset_dir: str | Path,
+    out_dir: str | Path,
+    evaluation: EvaluationConfig | None = None,
+    info: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Vote over the answers of every job and write the evaluation files into out_dir; the metrics."""
+    evaluation = evaluation or EvaluationConfig()
+    dataset_dir = Path(dataset_dir)
+    started = time.perf_counter()
+    test = load_split(dataset_dir, "test")
+    identifiers = load_identifiers(dataset_dir / "identifiers.json")
+    puzzles = load_test_puzzles(dataset_dir / "test_puzzles.json")
+    example_ids = np.repeat(test.puzzle_identifiers, np.diff(test.puzzle_indices)).astype(np.int64)
+    rows, preds, q, summaries = [], [], [], []
+    for path in map(Path, job_files):
+        with np.load(path) as part:
+            rows.append(part["rows"])
+            preds.append(part["preds"])
+            q.append(part["q_halt_logits"])
+            summaries.append(json.loads(str(part["summary"])))
+    jobs = {s["jobs"] for s in summaries}
+    covered = sorted(task for s in summaries for task in s["tasks"])
+    if len(jobs) != 1 or covered != sorted(puzzles.task_names):
+        raise ArcpipeError(
+            f"{out_dir}: the job files answer {len(covered)} of the {puzzles.num_tasks} test tasks (jobs={jobs}); "
+            "every job of one ttt.jobs setting must be collected: re-run the missing jobs"
+        )
+    all_rows = np.concatenate(rows)
+    order = np.argsort(all_rows, kind="stable")  # global example order: ties break as in one evaluation
+    all_rows = all_rows[order]
+    result = evaluate_predictions(
+        np.asarray(test.inputs[all_rows]),
+        np.concatenate(preds)[order],
+        example_ids[all_rows],
+        np.concatenate(q)[order],
+        identifiers,
+        puzzles,
+        evaluation.pass_ks,
+    )
+    stats = [task_stats for s in summaries for task_stats in s["stats"].values()]
+    extra = {
+        "ttt/steps_per_task": float(np.mean([s["steps"] for s in stats])) if stats else 0.0,
+        "ttt/seconds_per_task": float(np.mean([s["seconds"] for s in stats])) if stats else 0.0,
+    }
+    protocol = {
+        **(info or {}),
+        "ttt": summaries[0]["ttt"] if summaries else None,
+        "canvas": {"attempts_per_view": evaluation.canvas_attempts},
+        "jobs": len(summaries),
+    }
+    return write_results(
+        out_dir,
+        result,
+        epoch=(info or {}).get("epoch"),
+        wall_time_s=time.perf_counter() - started,
+        extra_metrics=extra,
+        info=protocol,
+    )
+
+
+def _npz(arrays: Mapping[str, np.ndarray]) -> bytes:
+    import io
+
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    return buffer.getvalue()
