@@ -117,35 +117,57 @@ def test_a_varc_run_trains_resumes_exactly_and_is_scored_with_attempts(
 
 
 def test_test_time_training_jobs_redo_only_unfinished_tasks_and_collect_into_one_evaluation(
-    tiny_dataset: Path, tmp_path: Path, tiny_checkpoint
+    tiny_dataset: Path, tmp_path: Path, tiny_checkpoint, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from arcpipe.config.runs import TTTConfig
+    from arcpipe.eval import ttt
     from arcpipe.eval.puzzles import load_test_puzzles
-    from arcpipe.eval.ttt import collect, job_tasks, run_job
 
     ckpt = tiny_checkpoint(tmp_path / "varc.pt", tiny_dataset, arch="varc")
     cfg = TTTConfig(epochs=2, warmup_epochs=1, jobs=2)
     tasks = load_test_puzzles(tiny_dataset / "test_puzzles.json").task_names
-    assert sorted(job_tasks(tasks, 0, 2) + job_tasks(tasks, 1, 2)) == sorted(tasks)
+    mine = ttt.job_tasks(tasks, 0, 2)
+    assert sorted(mine + ttt.job_tasks(tasks, 1, 2)) == sorted(tasks) and len(mine) >= 2
     jobs = [tmp_path / f"ttt/job_{j}.npz" for j in range(2)]
-    summary = run_job(ckpt, tiny_dataset, jobs[0], 0, cfg)
-    assert summary["tasks"] == job_tasks(tasks, 0, 2) and all(s["steps"] > 0 for s in summary["stats"].values())
-    # a job killed after its first task: that task's answers are kept, the others are fitted again
-    done = sorted((tmp_path / "ttt/job_0.npz.tasks").glob("*.npz"))
-    assert [d.stem for d in done] == sorted(summary["tasks"])
-    kept = done[0].stat().st_mtime_ns
-    for d in done[1:]:
-        d.unlink()
-    jobs[0].unlink()
-    again = run_job(ckpt, tiny_dataset, jobs[0], 0, cfg)
-    first = done[0].stem  # read back, not fitted again: the same file and the same recorded seconds
-    assert done[0].stat().st_mtime_ns == kept and again["stats"][first] == summary["stats"][first]
-    assert all(again["stats"][t]["steps"] == summary["stats"][t]["steps"] for t in summary["tasks"])
+
+    # a job killed while fitting its second task: the first task's answers are kept, no job file
+    fit, fitted = ttt.fit_task, []
+
+    def killed_at_the_second(*args, **kwargs):
+        fitted.append(args[4])
+        if len(fitted) == 2:
+            raise KeyboardInterrupt
+        return fit(*args, **kwargs)
+
+    monkeypatch.setattr(ttt, "fit_task", killed_at_the_second)
+    with pytest.raises(KeyboardInterrupt):
+        ttt.run_job(ckpt, tiny_dataset, jobs[0], 0, cfg)
+    assert not jobs[0].exists() and [p.stem for p in (tmp_path / "ttt/job_0.npz.tasks").iterdir()] == [mine[0]]
+    monkeypatch.setattr(ttt, "fit_task", fit)
+
+    # its retry fits only the others, and the job's file replaces the kept one
+    fitted.clear()
+    monkeypatch.setattr(ttt, "fit_task", lambda *a, **k: fitted.append(a[4]) or fit(*a, **k))
+    summary = ttt.run_job(ckpt, tiny_dataset, jobs[0], 0, cfg)
+    assert fitted == mine[1:] and summary["tasks"] == mine and not (tmp_path / "ttt/job_0.npz.tasks").exists()
+    assert all(s["steps"] > 0 for s in summary["stats"].values())
+
+    # a retry with another recipe never reuses answers of the old one
+    other = tmp_path / "other/job_0.npz"
+    monkeypatch.setattr(ttt, "fit_task", killed_at_the_second)
+    fitted.clear()
+    with pytest.raises(KeyboardInterrupt):
+        ttt.run_job(ckpt, tiny_dataset, other, 0, cfg)
+    monkeypatch.setattr(ttt, "fit_task", lambda *a, **k: fitted.append(a[4]) or fit(*a, **k))
+    fitted.clear()
+    ttt.run_job(ckpt, tiny_dataset, other, 0, TTTConfig(epochs=1, warmup_epochs=0, jobs=2))
+    assert fitted == mine  # the kept answers of the first task were fitted with epochs=2: fitted again
+
     with pytest.raises(ArcpipeError, match="answer .* of the .* test tasks"):
-        collect(jobs[:1], tiny_dataset, tmp_path / "eval")  # job 1 missing: refused, nothing written
+        ttt.collect(jobs[:1], tiny_dataset, tmp_path / "eval")  # job 1 missing: refused, nothing written
     assert not (tmp_path / "eval").exists()
-    run_job(ckpt, tiny_dataset, jobs[1], 1, cfg)
-    metrics = collect(jobs, tiny_dataset, tmp_path / "eval", info={"run": "v", "epoch": 4})
+    ttt.run_job(ckpt, tiny_dataset, jobs[1], 1, cfg)
+    metrics = ttt.collect(jobs, tiny_dataset, tmp_path / "eval", info={"run": "v", "epoch": 4})
     test = load_split(tiny_dataset, "test")
     assert metrics["num_predictions"] == 10 * len(test.inputs) and metrics["info"]["ttt"]["epochs"] == 2
     assert (tmp_path / "eval/submission.json").is_file()

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from scratch import SHARED_RUN_ONLY
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -53,6 +54,17 @@ def smoke(smoke_run, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, di
     for name in ("Snakefile", "rules", "config", "workflow", "profiles", "envs"):
         copy = partial(shutil.copytree, dirs_exist_ok=True) if (ROOT / name).is_dir() else shutil.copy2
         copy(ROOT / name, work / name)
+    # smoke-trm alone (scratch.SHARED_RUN_ONLY): every scenario below re-runs `snakemake smoke`, several of them
+    # many times; the other runs' files go, and the report is rendered again without them
+    raw = yaml.safe_load((work / "config/config.yaml").read_text())
+    for name in SHARED_RUN_ONLY:
+        del raw["runs"][name]
+        for folder in ("results/runs", "results/eval", "results/ttt"):
+            shutil.rmtree(work / folder / name, ignore_errors=True)
+    (work / "config/config.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    settled = snakemake(work, "smoke")
+    assert settled.returncode == 0, settled.stderr[-4000:]
+    assert "train_segment" not in settled.stderr and "evaluate_checkpoint" not in settled.stderr, settled.stderr
     plan = snakemake(work, "-n", "smoke")  # the copy is a finished run: nothing to do, nothing to retrain
     assert plan.returncode == 0 and "Nothing to be done" in plan.stdout + plan.stderr, plan.stdout + plan.stderr
     kept = digests(work)

@@ -18,8 +18,10 @@ weights:
    row at a fresh scale and offset (`canvas_draws`, from the seed, the task and the step);
 3. the task's test views are answered `canvas_attempts` times each (eval/infer.predict), as any evaluation.
 
-A task's answers are written to `<out>.tasks/<task>.npz` as soon as it is done, so a job killed after some of its
-tasks redoes only the others; the job's file (`job_J.npz`: rows, answers, per-task statistics) comes last.
+A task's answers are written to `<out>.tasks/<task>.npz` as soon as it is done, with the key of what they depend on
+(the checkpoint's and the dataset's hashes, the recipe, the attempts), so a job killed after some of its tasks redoes
+only the others, and never reuses answers of other weights or settings; the job's file (`job_J.npz`: rows, answers,
+per-task statistics) comes last, and the task files go.
 `collect` votes over every job's answers and writes the evaluation files (metrics.json, submission.json,
 per_puzzle.csv, votes.npz) as an evaluation of the checkpoint does, with the protocol in `info.ttt`.
 
@@ -34,6 +36,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import shutil
 import time
 import zlib
 from collections.abc import Mapping, Sequence
@@ -45,12 +48,12 @@ import torch
 
 from arcpipe.config import ArcpipeError, EvaluationConfig
 from arcpipe.config.runs import TTTConfig
-from arcpipe.data.dataset import load_split
+from arcpipe.data.dataset import identifiers_sha256, load_split
 from arcpipe.eval.evaluate import check_verified, evaluate_predictions
 from arcpipe.eval.infer import make_batch, predict, rows_of_tasks
 from arcpipe.eval.puzzles import load_identifiers, load_test_puzzles
 from arcpipe.eval.write import write_results
-from arcpipe.files import atomic_write_many
+from arcpipe.files import atomic_write_many, file_sha256
 from arcpipe.models.io import model_from_checkpoint, read_weights
 from arcpipe.train import distributed
 from arcpipe.train.sampler import canvas_draws
@@ -158,13 +161,23 @@ def run_job(
         test_ids = np.repeat(test.puzzle_identifiers, np.diff(test.puzzle_indices)).astype(np.int64)
         tasks = job_tasks(puzzles.task_names, job, cfg.jobs)
         done_dir = out.with_name(out.name + ".tasks")
+        # what a task's answers depend on: a file of an attempt with other weights or settings is not reused
+        key = json.dumps(
+            {
+                "checkpoint": file_sha256(checkpoint),
+                "dataset": identifiers_sha256(dataset_dir),
+                "ttt": cfg.model_dump(mode="json"),
+                "attempts": evaluation.canvas_attempts,
+            },
+            sort_keys=True,
+        )
         parts, stats = [], {}
         for task in tasks:
             done = done_dir / f"{task}.npz"
-            if done.is_file():  # answered before this job was killed
-                with np.load(done) as part:
-                    parts.append({k: part[k] for k in ("rows", "preds", "q_halt_logits")})
-                    stats[task] = json.loads(str(part["stats"]))
+            kept = _read_task(done, key)
+            if kept is not None:  # answered before this job was killed
+                part, stats[task] = kept
+                parts.append(part)
                 log.info("%s: answered by an earlier attempt of this job (%s)", task, done)
                 continue
             head, _ = model_from_checkpoint(ckpt, env.device, source=checkpoint, batch_size=cfg.batch_size)
@@ -176,7 +189,8 @@ def run_job(
             part = {"rows": answers.rows, "preds": answers.preds, "q_halt_logits": answers.q_halt_logits}
             parts.append(part)
             done_dir.mkdir(parents=True, exist_ok=True)
-            atomic_write_many(done_dir, {done.name: _npz({**part, "stats": np.array(json.dumps(stats[task]))})})
+            record = {**part, "stats": np.array(json.dumps(stats[task])), "key": np.array(key)}
+            atomic_write_many(done_dir, {done.name: _npz(record)})
             log.info("%s: %s", task, stats[task])
         merged = {
             k: np.concatenate([p[k] for p in parts]) if parts else np.zeros((0,) + shape, dtype=dtype)
@@ -189,6 +203,7 @@ def run_job(
         summary = {"job": job, "jobs": cfg.jobs, "tasks": tasks, "stats": stats, "ttt": cfg.model_dump(mode="json")}
         out.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_many(out.parent, {out.name: _npz({**merged, "summary": np.array(json.dumps(summary))})})
+        shutil.rmtree(done_dir, ignore_errors=True)  # the job's file holds every task now
         return summary
     finally:
         distributed.teardown(env)
@@ -254,6 +269,17 @@ def collect(
         extra_metrics=extra,
         info=protocol,
     )
+
+
+def _read_task(path: Path, key: str) -> tuple[dict[str, np.ndarray], dict[str, Any]] | None:
+    """A task's answers kept by an earlier attempt of the job, if that attempt had the same inputs (`key`)."""
+    try:
+        with np.load(path) as part:
+            if str(part["key"]) != key:
+                return None
+            return {k: part[k] for k in ("rows", "preds", "q_halt_logits")}, json.loads(str(part["stats"]))
+    except (OSError, KeyError, ValueError):
+        return None
 
 
 def _npz(arrays: Mapping[str, np.ndarray]) -> bytes:

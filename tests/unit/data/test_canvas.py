@@ -255,10 +255,11 @@ def test_a_label_without_colours_gives_no_target() -> None:
     assert (pixels == BACKGROUND).all() and not mask.any()
 
 
-@pytest.mark.slow  # some 22 s of compiling on 2 cores
 def test_compiled_fullgraph_gives_the_same_arrays() -> None:
-    """No host syncs or data-dependent shapes: one graph, for any batch size, and the same arrays as eager."""
-    compiled = torch.compile(_pipeline, fullgraph=True, dynamic=True)
+    """No host syncs or data-dependent shapes: one graph, for any batch size, and the same arrays as eager. Traced
+    by dynamo and AOTAutograd without inductor's code generation (22 s on 2 cores, the GPU test compiles fully):
+    a graph break or a host sync fails here as it would there."""
+    compiled = torch.compile(_pipeline, fullgraph=True, dynamic=True, backend="aot_eager")
     for batch in (_random_batch(16, seed=0), _random_batch(5, seed=1)):
         for a, b in zip(compiled(*batch), _pipeline(*batch), strict=True):
             assert a.dtype == b.dtype and torch.equal(a, b)
