@@ -89,7 +89,8 @@ def test_a_kill_at_every_stage_then_the_same_command_ends_as_an_uninterrupted_ru
     work = tmp_path / "killed"
     work.mkdir()
     for name in ("Snakefile", "rules", "config", "workflow", "profiles", "envs"):
-        (shutil.copytree if (ROOT / name).is_dir() else shutil.copy2)(ROOT / name, work / name)
+        source = reference if name == "config" else ROOT  # the fixture's config: smoke-trm alone, as the reference
+        (shutil.copytree if (source / name).is_dir() else shutil.copy2)(source / name, work / name)
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "WANDB_MODE": "disabled"}
     rng = random.Random(13)
     killed_in = []
