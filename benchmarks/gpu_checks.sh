@@ -2,17 +2,23 @@
 # A lent GPU's first checks in one go (docs/gpu.md), each under its own time limit, each into its own log in OUT:
 #   bash benchmarks/gpu_checks.sh OUT UPSTREAM [BENCH_SECONDS] [PARALLEL_SECONDS]
 # First, alone on the GPU (its timings are the ones reported): benchmarks/gpu.py on trm-arc1 against upstream's
-# own code (UPSTREAM holds checkouts as trm, hrm, urm). Then side by side, since none of them is a timing: the GPU
-# tests (pytest -m gpu), `arcpipe doctor --run trm-arc1` and a learning run of TRM (benchmarks/learning_check.py
-# --gpus 1), and the one-GPU rehearsal of the `full` target in a scratch copy (config/gpu-rehearsal.yaml). Needs
-# arcpipe importable and `arcpipe`, `snakemake` and `torchrun` on PATH. Exits 0; each log ends with the exit status.
+# own code (UPSTREAM holds checkouts as trm, hrm, urm), then, when UPSTREAM also holds varc (lillian039/VARC),
+# VARC-ViT's training steps against upstream's ARCViT (benchmarks/varc_step.py: arc, offline and TTT, compiled, bf16;
+# each row is printed when measured, so a run cut short by its limit keeps the rows it finished). Then side by side,
+# since none of them is a timing: the GPU tests (pytest -m gpu), `arcpipe doctor --run trm-arc1` and a learning run
+# of TRM (benchmarks/learning_check.py --gpus 1), and the one-GPU rehearsal of the `full` target in a scratch copy
+# (config/gpu-rehearsal.yaml). Needs arcpipe importable and `arcpipe`, `snakemake` and `torchrun` on PATH. Exits 0;
+# each log ends with the exit status.
 # Optional, from the environment:
 #   BENCH_RUNS="trm-arc1 hrm-arc1"   the benchmark's runs (default trm-arc1; about 200 s per run with upstream's)
+#   VARC_TIMM=DIR                    a folder holding timm (upstream VARC needs its PatchEmbed; `pip install --target
+#                                    DIR timm==1.0.12 --no-deps`), when the machine's Python has none
 #   ADAM_ATAN2_SDIST=PATH            adam-atan2's source archive (with a setuptools_scm wheel importable): built
 #                                    first with the machine's nvcc, so that the GPU tests compare its kernel with the
 #                                    PyTorch rule and the benchmark and doctor train with it (PIP_TARGET is honoured)
 set -uo pipefail
 out=$(realpath "$1") upstream=$(realpath "$2") bench_s=${3:-240} parallel_s=${4:-300}
+timm=${VARC_TIMM:+$(realpath "$VARC_TIMM")}
 repo=$(cd "$(dirname "$0")/.." && pwd)
 export PYTHONUNBUFFERED=1 WANDB_MODE=offline
 cd "$repo"
@@ -37,6 +43,10 @@ fi
 # shellcheck disable=SC2086  # BENCH_RUNS is a list of run names
 step bench "$bench_s" python3 benchmarks/gpu.py --runs ${BENCH_RUNS:-trm-arc1} --upstream "$upstream" --steps 6 \
     --eval-batches 2
+if [ -d "$upstream/varc" ]; then
+    step varc-bench "$bench_s" python3 benchmarks/varc_step.py --varc "$upstream/varc" ${timm:+--timm "$timm"} \
+        --preset arc --device cuda --compile --steps 10
+fi
 
 rehearse() {  # in a scratch copy; then the failed jobs' log tails and the report's summary
     local dir rc
