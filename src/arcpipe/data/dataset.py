@@ -71,6 +71,11 @@ def load_split(dataset_dir: str | Path, split: str, mmap: bool = True) -> Split:
     return Split(metadata=Metadata.model_validate(raw), **arrays)
 
 
+def example_puzzle_ids(split: Split) -> np.ndarray:
+    """(N_ex,) int64: the puzzle identifier of every example of the split."""
+    return np.repeat(split.puzzle_identifiers, np.diff(split.puzzle_indices)).astype(np.int64)
+
+
 def load_identifiers(dataset_dir: str | Path) -> list[str]:
     return json.loads((Path(dataset_dir) / "identifiers.json").read_text())
 

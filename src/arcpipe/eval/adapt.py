@@ -75,7 +75,7 @@ from torch import nn
 from arcpipe.config import ArcpipeError, DatasetConfig, RunConfig
 from arcpipe.data.arc import Pair, Subset, Task
 from arcpipe.data.build import plan_dataset, write_dataset
-from arcpipe.data.dataset import load_split
+from arcpipe.data.dataset import example_puzzle_ids, load_split
 from arcpipe.eval.infer import make_batch
 from arcpipe.eval.puzzles import parse_identifiers
 from arcpipe.models.io import core_of
@@ -189,7 +189,7 @@ def demonstrations(tasks: dict[str, Task], first_id: int, num_aug: int, seed: in
     with tempfile.TemporaryDirectory(prefix="arcpipe-adapt-") as tmp:
         write_dataset(plan, Path(tmp))
         split = load_split(Path(tmp), "train")
-        ids = np.repeat(split.puzzle_identifiers, np.diff(split.puzzle_indices)).astype(np.int64)
+        ids = example_puzzle_ids(split)
         inputs, labels = np.array(split.inputs), np.array(split.labels)  # copies: the folder goes away
     names = json.loads(plan.identifiers_json)[1:]  # [0] is the blank identifier
     return Demonstrations(names, inputs, labels, ids - 1 + first_id)

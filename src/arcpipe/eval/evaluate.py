@@ -32,7 +32,7 @@ import torch
 from arcpipe.config import ArcpipeError, EvaluationConfig
 from arcpipe.data.arc import load_challenges
 from arcpipe.data.augment import parse_identifier, to_canvas
-from arcpipe.data.dataset import identifiers_sha256, load_split
+from arcpipe.data.dataset import example_puzzle_ids, identifiers_sha256, load_split
 from arcpipe.eval.adapt import (
     AdaptStats,
     Demonstrations,
@@ -109,7 +109,7 @@ def evaluate_checkpoint(
         check_sizes(meta, split.metadata, checkpoint, dataset_dir)
         test = load_test_puzzles(dataset_dir / "test_puzzles.json")
         identifiers = load_identifiers(dataset_dir / "identifiers.json")
-        example_ids = np.repeat(split.puzzle_identifiers, np.diff(split.puzzle_indices)).astype(np.int64)
+        example_ids = example_puzzle_ids(split)
         rows = np.arange(len(example_ids), dtype=np.int64)
         if quick:
             test = test.subset(test.task_names[:quick])
@@ -174,7 +174,7 @@ def evaluate_checkpoint(
             "device": str(env.device),
             "model_step": "compiled" if step_is_compiled(env.device, compile) else "eager",
         }
-        if attempts > 1 or getattr(head, "draws_per_row", 0):
+        if getattr(head, "draws_per_row", 0):
             info["canvas"] = {"attempts_per_view": attempts, "placement": CANVAS_RULE}
         if subset:
             info["quick_tasks"] = len(subset["tasks"])

@@ -33,6 +33,7 @@ dihedral elements x (1 + 9 colour permutations)).
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import math
@@ -48,7 +49,7 @@ import torch
 
 from arcpipe.config import ArcpipeError, EvaluationConfig
 from arcpipe.config.runs import TTTConfig
-from arcpipe.data.dataset import identifiers_sha256, load_split
+from arcpipe.data.dataset import example_puzzle_ids, identifiers_sha256, load_split
 from arcpipe.eval.evaluate import check_verified, evaluate_predictions
 from arcpipe.eval.infer import make_batch, predict, rows_of_tasks
 from arcpipe.eval.puzzles import load_identifiers, load_test_puzzles
@@ -157,8 +158,8 @@ def run_job(
         train, test = load_split(dataset_dir, "train"), load_split(dataset_dir, "test")
         identifiers = load_identifiers(dataset_dir / "identifiers.json")
         puzzles = load_test_puzzles(dataset_dir / "test_puzzles.json")
-        train_ids = np.repeat(train.puzzle_identifiers, np.diff(train.puzzle_indices)).astype(np.int64)
-        test_ids = np.repeat(test.puzzle_identifiers, np.diff(test.puzzle_indices)).astype(np.int64)
+        train_ids = example_puzzle_ids(train)
+        test_ids = example_puzzle_ids(test)
         tasks = job_tasks(puzzles.task_names, job, cfg.jobs)
         done_dir = out.with_name(out.name + ".tasks")
         # what a task's answers depend on: a file of an attempt with other weights or settings is not reused
@@ -223,7 +224,7 @@ def collect(
     test = load_split(dataset_dir, "test")
     identifiers = load_identifiers(dataset_dir / "identifiers.json")
     puzzles = load_test_puzzles(dataset_dir / "test_puzzles.json")
-    example_ids = np.repeat(test.puzzle_identifiers, np.diff(test.puzzle_indices)).astype(np.int64)
+    example_ids = example_puzzle_ids(test)
     rows, preds, q, summaries = [], [], [], []
     for path in map(Path, job_files):
         with np.load(path) as part:
@@ -283,8 +284,6 @@ def _read_task(path: Path, key: str) -> tuple[dict[str, np.ndarray], dict[str, A
 
 
 def _npz(arrays: Mapping[str, np.ndarray]) -> bytes:
-    import io
-
     buffer = io.BytesIO()
     np.savez(buffer, **arrays)
     return buffer.getvalue()

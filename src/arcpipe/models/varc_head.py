@@ -47,7 +47,6 @@ from arcpipe.data import canvas
 from arcpipe.models.act import Carry
 from arcpipe.models.varc import VARCViT
 
-IGNORE_LABEL_ID = -100
 DRAWS_PER_ROW = 3  # scale, row offset, column offset
 CANVAS_RULE = (
     "scale and offset drawn per answer from the larger of the input and the ground-truth output when the label is "
