@@ -109,6 +109,8 @@ class Case:
     compile: bool
     train: bool = True  # False (--eval-only): evaluation rows alone
     eager: bool = True  # False (--no-eager): the compiled training step alone
+    evaluate: bool = True  # False (--no-eval): the training rows alone
+    profile: int = 0  # --profile: compiled training steps profiled after the timed ones (CUDA)
 
 
 @dataclass
@@ -139,6 +141,15 @@ def main() -> None:
         help="with --upstream: measure one side only (a short GPU slot; ratios need both in one invocation)",
     )
     parser.add_argument("--eval-only", action="store_true", help="measure evaluation alone (no training rows)")
+    parser.add_argument("--no-eval", action="store_true", help="measure training alone (no evaluation rows)")
+    parser.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        metavar="N",
+        help="GPU rows: after the timed compiled steps, N more under torch.profiler; prints where the GPU time goes "
+        "(kernel classes, the top kernels, kernels per step, the GPU's idle share) for each side",
+    )
     parser.add_argument("--cpu-preset", default="tiny")
     parser.add_argument("--cpu-batch", type=int, default=4, help="CPU rows: micro-batch and evaluation batch")
     parser.add_argument("--cpu-steps", type=int, default=2)
@@ -245,6 +256,8 @@ def _case(
         compile=compile,
         train=not args.eval_only,
         eager=on_cpu or not args.no_eager,
+        evaluate=not args.no_eval,
+        profile=0 if on_cpu else args.profile,
     )
 
 
@@ -277,8 +290,9 @@ def _arcpipe(case: Case, data: Path, out: Path) -> Row:
         row.eager, row.train_peak, row.params = _arcpipe_train(case, data, out / "eager", compiled=False)
     if case.train and case.compile:
         row.compiled, row.train_peak, row.params = _arcpipe_train(case, data, out / "compiled", compiled=True)
-    row.evaluation, row.eval_peak = _arcpipe_evaluate(case)
-    if step_is_compiled(case.device):
+    if case.evaluate:
+        row.evaluation, row.eval_peak = _arcpipe_evaluate(case)
+    if case.evaluate and step_is_compiled(case.device):
         row.notes.append("evaluation: the step compiled, as `arcpipe evaluate` runs it on CUDA")
     return row
 
@@ -289,8 +303,10 @@ def _arcpipe_train(case: Case, data: Path, out: Path, compiled: bool) -> tuple[f
     cfg = WorkflowConfig.model_validate({"datasets": {case.dataset: case.dataset_cfg}, "runs": {"bench": run}})
     trainer = Trainer(cfg, "bench", data, out)
     plan = plan_pass(trainer.split, run.seed, 0, 1, run.global_batch_size)
-    assert plan.num_batches >= case.warmup + case.steps
+    assert plan.num_batches >= case.warmup + case.steps + case.profile
     rate, peak = _rate(lambda _: trainer.train_step(plan), run.global_batch_size, case, case.warmup, case.steps)
+    if compiled:
+        _profile(lambda _: trainer.train_step(plan), case, "arcpipe", case.warmup + case.steps)
     return rate, peak, count_parameters(trainer.head)
 
 
@@ -330,7 +346,8 @@ def _upstream(case: Case, data: Path, checkout: Path) -> Row:
         if case.train and case.compile:
             row.compiled, row.train_peak, row.params = _upstream_train(case, data, build, optimizers, compiled=True)
         # upstream evaluates the model it trains: compiled on CUDA (pretrain.py), eager on CPU unless --cpu-compile
-        row.evaluation, row.eval_peak = _upstream_evaluate(case, build)
+        if case.evaluate:
+            row.evaluation, row.eval_peak = _upstream_evaluate(case, build)
     return row
 
 
@@ -373,6 +390,8 @@ def _upstream_train(case: Case, data: Path, build, make_optimizers, compiled: bo
             ema.update(model)
 
     rate, peak = _rate(step, run.global_batch_size, case, case.warmup, case.steps)
+    if compiled:
+        _profile(step, case, "upstream", case.warmup + case.steps)
     return rate, peak, sum(p.numel() for p in model.parameters())
 
 
@@ -505,7 +524,7 @@ def _upstream_batches(case: Case, data: Path) -> list[dict[str, torch.Tensor]]:
     micro = case.run.global_batch_size
     plan = plan_pass(split, case.run.seed, 0, 1, micro)
     out = []
-    for i in range(case.warmup + case.steps):
+    for i in range(case.warmup + case.steps + case.profile):
         examples, puzzles = batch_rows(split, plan, i, micro, case.run.seed, 0)
         rows = collate(split, examples, puzzles)
         out.append({k: torch.from_numpy(v) for k, v in rows.items()})
@@ -600,7 +619,7 @@ def _synthetic_dataset(root: Path, case: Case) -> Path:
     canvas around a grid is. verify.json records that it was written here, not built and verified.
     """
     micro = case.run.global_batch_size
-    num_puzzles = -(-micro * (case.warmup + case.steps + 1) // EXAMPLES_PER_PUZZLE)
+    num_puzzles = -(-micro * (case.warmup + case.steps + case.profile + 1) // EXAMPLES_PER_PUZZLE)
     n = num_puzzles * EXAMPLES_PER_PUZZLE
     rng = np.random.default_rng(0)
     split = root / "train"
@@ -662,6 +681,59 @@ def _rate(step: Callable[[int], Any], rows: int, case: Case, warmup: int, steps:
         seconds.append(time.perf_counter() - started)
     peak = torch.cuda.max_memory_allocated(case.device) if case.device.type == "cuda" else None
     return rows / statistics.median(seconds), peak
+
+
+# kernel classes, first match wins (CUDA kernel names: cuBLAS/CUTLASS matrix products, flash or cuDNN attention,
+# inductor's generated Triton kernels, eager ATen kernels, optimizer kernels)
+_KERNEL_CLASSES = (
+    ("matmul", re.compile(r"gemm|cutlass|xmma|nvjet|cublas|sm\d+_.*(hmma|wgmma)", re.I)),
+    ("attention", re.compile(r"flash|fmha|attention|sdpa|softmax", re.I)),
+    ("convolution", re.compile(r"conv|depthwise|implicit|winograd", re.I)),
+    ("optimizer", re.compile(r"multi_tensor|adam|fused_sgd|foreach", re.I)),
+    ("triton (fused)", re.compile(r"^triton_", re.I)),
+    ("copy/fill", re.compile(r"copy|memcpy|memset|fill|cat|transpose|index", re.I)),
+    ("elementwise/reduce", re.compile(r"elementwise|reduce|vectorized|unrolled", re.I)),
+)
+
+
+def _profile(step: Callable[[int], Any], case: Case, side: str, start: int) -> None:
+    """Where the GPU time of `case.profile` compiled steps goes: each kernel class's share of the kernels' time,
+    the top kernels, kernels launched per step, and the share of the wall time the GPU ran no kernel."""
+    if not case.profile or case.device.type != "cuda":
+        return
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    _sync(case.device)
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        started = time.perf_counter()
+        for i in range(start, start + case.profile):
+            step(i)
+        _sync(case.device)
+        wall = time.perf_counter() - started
+    kernels = [e for e in prof.key_averages() if e.device_type == DeviceType.CUDA]
+
+    def us(e: Any) -> float:
+        return float(getattr(e, "self_device_time_total", 0) or getattr(e, "self_cuda_time_total", 0))
+
+    busy = sum(us(e) for e in kernels)
+    if not busy:
+        print(f"{'':<22} profile {side}: no CUDA kernels recorded")
+        return
+    classes: dict[str, float] = {}
+    for e in kernels:
+        name = next((c for c, pattern in _KERNEL_CLASSES if pattern.search(e.key)), "other")
+        classes[name] = classes.get(name, 0.0) + us(e)
+    n = case.profile
+    print(
+        f"{'':<22} profile {side}, {n} compiled steps: {wall / n * 1e3:.1f} ms/step wall, kernels "
+        f"{busy / n / 1e3:.1f} ms/step ({busy / 1e6 / wall:.0%} of the wall; the rest is the GPU waiting for the "
+        f"host), {sum(e.count for e in kernels) / n:.0f} kernels/step"
+    )
+    shares = sorted(classes.items(), key=lambda item: -item[1])
+    print(f"{'':<24}by class: " + ", ".join(f"{c} {t / busy:.1%}" for c, t in shares))
+    for e in sorted(kernels, key=us, reverse=True)[:12]:
+        print(f"{'':<24}{us(e) / busy:6.1%} {e.count / n:6.0f}/step {us(e) / max(e.count, 1):8.1f} us  {e.key[:110]}")
 
 
 def _fresh(device: torch.device) -> None:

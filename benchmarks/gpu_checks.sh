@@ -1,21 +1,30 @@
 #!/usr/bin/env bash
-# A lent GPU's first checks in one go (docs/gpu.md), each under its own time limit, each into its own log in OUT:
+# A lent GPU's checks in one go (docs/gpu.md), each under its own time limit, each into its own log in OUT:
 #   bash benchmarks/gpu_checks.sh OUT UPSTREAM [BENCH_SECONDS] [PARALLEL_SECONDS]
-# First, alone on the GPU (its timings are the ones reported): benchmarks/gpu.py on trm-arc1 against upstream's
-# own code (UPSTREAM holds checkouts as trm, hrm, urm), then, when UPSTREAM also holds varc (lillian039/VARC),
-# VARC-ViT's training steps against upstream's ARCViT (benchmarks/varc_step.py: arc, offline and TTT, compiled, bf16;
-# each row is printed when measured, so a run cut short by its limit keeps the rows it finished). Then side by side,
-# since none of them is a timing: the GPU tests (pytest -m gpu), `arcpipe doctor --run trm-arc1` and a learning run
-# of TRM (benchmarks/learning_check.py --gpus 1), and the one-GPU rehearsal of the `full` target in a scratch copy
-# (config/gpu-rehearsal.yaml). Needs arcpipe importable and `arcpipe`, `snakemake` and `torchrun` on PATH. Exits 0;
-# each log ends with the exit status.
+# First, alone on the GPU (their timings are the ones reported): `bench`, benchmarks/gpu.py on BENCH_RUNS against
+# upstream's own code (UPSTREAM holds checkouts as trm, hrm, urm), then `varc`, when UPSTREAM also holds varc
+# (lillian039/VARC), VARC-ViT's training steps against upstream's ARCViT (benchmarks/varc_step.py: arc, offline and
+# TTT, compiled, bf16; each row is printed when measured, so a run cut short by its limit keeps the rows it finished).
+# Then side by side, since none of them is a timing: `tests` (pytest -m gpu), `doctor` (`arcpipe doctor --run
+# trm-arc1`), `learning` (benchmarks/learning_check.py --gpus 1), `rehearsal` (the one-GPU rehearsal of the `full`
+# target in a scratch copy, config/gpu-rehearsal.yaml) and `staged` (the staged-run scenario of docs/staged-runs.md
+# on the GPU: urm-arc1-validate under a stop rule read on quick evaluations, then urm-arc1 behind its gate, in the
+# rehearsal's sizes, config/gpu-staged.yaml; in a scratch copy). Needs arcpipe importable and `arcpipe`,
+# `snakemake` and `torchrun` on PATH. Exits 0; each log ends with the exit status.
 # Optional, from the environment:
+#   CHECKS="bench varc tests staged"  the checks to run, in this order of phases (default: all of bench varc tests
+#                                    doctor learning rehearsal staged); a 15-minute GPU lease fits about two calls:
+#                                    CHECKS="tests staged", then CHECKS="bench varc"
 #   BENCH_RUNS="trm-arc1 hrm-arc1"   the benchmark's runs (default trm-arc1; about 200 s per run with upstream's)
+#   BENCH_ARGS="--no-eager --no-eval --profile 3"   more arguments of benchmarks/gpu.py (--profile N: where the
+#                                    compiled step's GPU time goes, both sides)
+#   VARC_ARGS="--sides arcpipe upstream --steps 6"   more arguments of benchmarks/varc_step.py
 #   VARC_TIMM=DIR                    a folder holding timm (upstream VARC needs its PatchEmbed; `pip install --target
 #                                    DIR timm==1.0.12 --no-deps`), when the machine's Python has none
 #   ADAM_ATAN2_SDIST=PATH            adam-atan2's source archive (with a setuptools_scm wheel importable): built
-#                                    first with the machine's nvcc, so that the GPU tests compare its kernel with the
-#                                    PyTorch rule and the benchmark and doctor train with it (PIP_TARGET is honoured)
+#                                    first with the machine's nvcc (beside the `staged` and `rehearsal` checks, which
+#                                    do not use it), so that the GPU tests compare its kernel with the PyTorch rule
+#                                    and the benchmark and doctor train with it (PIP_TARGET is honoured)
 set -uo pipefail
 out=$(realpath "$1") upstream=$(realpath "$2") bench_s=${3:-240} parallel_s=${4:-300}
 timm=${VARC_TIMM:+$(realpath "$VARC_TIMM")}
@@ -35,38 +44,64 @@ step() {  # step NAME SECONDS COMMAND...: the command's output and its exit stat
         torch.cuda.get_device_name(0), torch.cuda.get_device_capability(0))'
     nproc && free -g && df -h /dev/shm
 } > "$out/env.log" 2>&1
+checks=" ${CHECKS:-bench varc tests doctor learning rehearsal staged} "
+want() { [[ $checks == *" $1 "* ]]; }
+
+rehearse() {  # rehearse NAME TARGET OVERLAY...: in a scratch copy; then the failed jobs' log tails and the summary
+    local name=$1 target=$2 dir rc
+    shift 2
+    dir=$(mktemp -d)
+    cp -r Snakefile rules workflow config envs tests profiles "$dir/"
+    (
+        cd "$dir" || exit
+        echo "== $name: snakemake $target --configfile config/config.yaml $* ($(date -u +%FT%TZ))"
+        timeout -k 10 "$parallel_s" snakemake "$target" --cores 16 --keep-going --configfile config/config.yaml "$@"
+        rc=$?
+        grep -l -E "Error|Traceback" -r logs 2> /dev/null | while read -r f; do echo "--- $f" && tail -n 25 "$f"; done
+        for f in results/gates/*.json results/runs/*/decisions/*.json; do [ -f "$f" ] && echo "--- $f" && cat "$f"; done
+        cp results/report/full/summary.md "$out/$name-summary.md" 2> /dev/null
+        exit $rc
+    ) > "$out/$name.log" 2>&1
+    echo "== $name: exit $? after $SECONDS s of this script" | tee -a "$out/$name.log"
+}
+rehearsals() {  # the staged scenario and the full rehearsal, in the background
+    if want staged; then  # urm-arc1's last evaluation: its gate, and behind it urm-arc1-validate's stop decision
+        rehearse staged results/eval/urm-arc1/epoch_4/metrics.json config/rehearsal.yaml config/gpu-rehearsal.yaml \
+            config/gpu-staged.yaml &
+    fi
+    if want rehearsal; then
+        rehearse rehearsal full config/rehearsal.yaml config/gpu-rehearsal.yaml &
+    fi
+}
+# without a benchmark to keep alone on the GPU, the rehearsals (which need no adam-atan2 kernel) start beside its build
+alone=false
+if want bench || want varc; then alone=true; fi
+$alone || rehearsals
 if [ -n "${ADAM_ATAN2_SDIST:-}" ]; then  # the SMs it is built for come from its setup.py (8.0, 8.6, 8.9, 9.0)
     step adam-atan2-build 420 env MAX_JOBS="$(nproc)" python3 -m pip install --no-build-isolation --no-deps \
         --no-index "$(realpath "$ADAM_ATAN2_SDIST")"
     step adam-atan2-import 60 python3 -c 'import torch, adam_atan2_backend; print(adam_atan2_backend.__file__)'
 fi
-# shellcheck disable=SC2086  # BENCH_RUNS is a list of run names
-step bench "$bench_s" python3 benchmarks/gpu.py --runs ${BENCH_RUNS:-trm-arc1} --upstream "$upstream" --steps 6 \
-    --eval-batches 2
-if [ -d "$upstream/varc" ]; then
-    step varc-bench "$bench_s" python3 benchmarks/varc_step.py --varc "$upstream/varc" ${timm:+--timm "$timm"} \
-        --preset arc --device cuda --compile --steps 10
+if want bench; then
+    # shellcheck disable=SC2086  # BENCH_RUNS and BENCH_ARGS are lists
+    step bench "$bench_s" python3 benchmarks/gpu.py --runs ${BENCH_RUNS:-trm-arc1} --upstream "$upstream" --steps 6 \
+        --eval-batches 2 ${BENCH_ARGS:-}
 fi
-
-rehearse() {  # in a scratch copy; then the failed jobs' log tails and the report's summary
-    local dir rc
-    dir=$(mktemp -d)
-    cp -r Snakefile rules workflow config envs tests profiles "$dir/"
-    (
-        cd "$dir" || exit
-        timeout -k 10 "$parallel_s" snakemake full --cores 16 --keep-going --configfile config/config.yaml \
-            config/rehearsal.yaml config/gpu-rehearsal.yaml
-        rc=$?
-        grep -l -E "Error|Traceback" -r logs 2> /dev/null | while read -r f; do echo "--- $f" && tail -n 25 "$f"; done
-        cp results/report/full/summary.md "$out/summary.md" 2> /dev/null
-        exit $rc
-    ) > "$out/rehearsal.log" 2>&1
-    echo "== rehearsal: exit $? after $SECONDS s of this script" | tee -a "$out/rehearsal.log"
-}
-step gpu-tests "$parallel_s" python3 -m pytest -m gpu -q -p no:cacheprovider --timeout 200 -W ignore \
-    tests/gpu tests/unit/train/test_checkpoint_rng.py &
-rehearse &
-step doctor 120 arcpipe doctor --run trm-arc1 &
-step learning "$parallel_s" python3 benchmarks/learning_check.py --gpus 1 --batch 128 \
-    --minutes "$(python3 -c "print(($parallel_s - 90) / 60)")" --png "$out/learning.png" &
+if want varc && [ -d "$upstream/varc" ]; then
+    # shellcheck disable=SC2086  # VARC_ARGS is a list
+    step varc-bench "$bench_s" python3 benchmarks/varc_step.py --varc "$upstream/varc" ${timm:+--timm "$timm"} \
+        --preset arc --device cuda --compile --steps 10 ${VARC_ARGS:-}
+fi
+! $alone || rehearsals
+if want tests; then
+    step gpu-tests "$parallel_s" python3 -m pytest -m gpu -q -p no:cacheprovider --timeout 200 -W ignore \
+        tests/gpu tests/unit/train/test_checkpoint_rng.py &
+fi
+if want doctor; then
+    step doctor 120 arcpipe doctor --run trm-arc1 &
+fi
+if want learning; then
+    step learning "$parallel_s" python3 benchmarks/learning_check.py --gpus 1 --batch 128 \
+        --minutes "$(python3 -c "print(($parallel_s - 90) / 60)")" --png "$out/learning.png" &
+fi
 wait

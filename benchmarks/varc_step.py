@@ -79,9 +79,9 @@ from arcpipe.data import canvas
 from arcpipe.data.augment import to_canvas
 from arcpipe.gpus import peak_bf16_flops
 from arcpipe.models.flops import train_flops_per_example
+from arcpipe.models.losses import IGNORE_LABEL_ID
 from arcpipe.models.registry import build_model, make_arch_config
 from arcpipe.models.varc import count_parameters_excluding_task_tokens
-from arcpipe.models.varc_head import IGNORE_LABEL_ID
 from arcpipe.optim import make_optimizers
 from arcpipe.train.sampler import canvas_draws
 
@@ -113,6 +113,13 @@ def main() -> None:
     parser.add_argument(
         "--threads", type=int, default=None, help="torch.set_num_threads in every side (default torch's)"
     )
+    parser.add_argument(
+        "--sides",
+        nargs="+",
+        choices=SIDES,
+        default=list(SIDES),
+        help="the sides to run (default all; GPU: arcpipe upstream)",
+    )
     parser.add_argument("--compile", action="store_true", help="torch.compile every side")
     parser.add_argument("--published", action="store_true", help=f"add the {PUBLISHED} row (module doc)")
     parser.add_argument(
@@ -137,7 +144,7 @@ def main() -> None:
     batch = args.batch or (32 if args.device == "cuda" else 2)
     warmup = args.warmup if args.warmup is not None else (3 if args.compile else 1)
     presets = ["tiny", "arc"] if args.preset == "both" else [args.preset]
-    sides = ["upstream", *(s for s in SIDES if s != "upstream")] + ([PUBLISHED] if args.published else [])
+    sides = sorted(args.sides, key=lambda side: side != "upstream") + ([PUBLISHED] if args.published else [])
     dtype = "bf16 autocast on both sides" if args.device == "cuda" else "fp32"
     print(
         f"VARC training step, arcpipe against upstream {UPSTREAM[0]} {UPSTREAM[1]}: device {_device_name(args.device)}"

@@ -174,8 +174,15 @@ class SwiGLU(nn.Module):
 class ConvSwiGLU(nn.Module):
     """URM's MLP: u = silu(gate) * up, a causal depthwise conv (kernel 2) along tokens, SiLU, then down_proj.
 
-    The conv weight [inter, 1, 2] and bias [inter] are parameters in `dtype`, and the conv, its SiLU and down_proj
-    run in it: upstream hard-codes bf16 whatever the forward dtype (URMConfig.conv_dtype picks).
+    The conv weight [inter, 1, 2] and bias [inter] are parameters in `dtype` (upstream's nn.Conv1d keys and shapes),
+    and the conv, its SiLU and down_proj run in it: upstream hard-codes bf16 whatever the forward dtype
+    (URMConfig.conv_dtype picks).
+
+    The conv is computed as what it is, out[t] = w0 * u[t-1] + w1 * u[t] + b, elementwise on the (B, T, inter)
+    layout, accumulated in fp32 (at least) and rounded once to the conv dtype, as a bf16 convolution accumulates.
+    Upstream calls nn.Conv1d on the transposed activations: a transpose copy in, a depthwise convolution kernel
+    (and its weight-gradient kernel) and a transpose copy out, four times per loop; here the compiler fuses the
+    whole MLP's elementwise work into the kernels around the two matrix products (benchmarks/RESULTS.md, URM).
     """
 
     def __init__(self, hidden_size: int, expansion: float, dtype: torch.dtype) -> None:
@@ -187,12 +194,14 @@ class ConvSwiGLU(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
-        u = (F.silu(gate) * up).transpose(1, 2).to(self.dwconv.weight.dtype)  # (B, inter, T) in the conv dtype
-        # padding 1 on both sides, keep the first T outputs: out[t] = w0*u[t-1] + w1*u[t] + b
-        u = self.dwconv(u)[..., : x.shape[1]]
+        weight, bias = self.dwconv.weight, self.dwconv.bias
+        acc = torch.promote_types(weight.dtype, torch.float32)
+        u = (F.silu(gate) * up).to(weight.dtype).to(acc)  # rounded to the conv dtype, as upstream's cast
+        previous = F.pad(u[:, :-1], (0, 0, 1, 0))  # u[t-1], zero before the first token (the conv's left padding)
+        u = (previous * weight[:, 0, 0].to(acc) + u * weight[:, 0, 1].to(acc) + bias.to(acc)).to(weight.dtype)
         # down_proj casts its weight to the conv dtype, as upstream; the exact cast back to x's dtype is what
         # upstream's residual sum (forward dtype + bf16) does by type promotion
-        return self.down_proj(F.silu(u).transpose(1, 2).contiguous()).to(x.dtype)
+        return self.down_proj(F.silu(u)).to(x.dtype)
 
 
 class Block(nn.Module):

@@ -55,14 +55,10 @@ def test_training_flops_match_torch_counter(case: str) -> None:
         _, loss, _, _ = head.step(carry, batch)
         loss.backward()
     predicted = train_flops_per_example(cfg, SEQ_LEN, VOCAB)
+    # URM's depthwise conv is model FLOPs (counted as upstream's Conv1d computes it) but elementwise work in
+    # arcpipe's ConvSwiGLU, which the counter (matrix products, attention, convolutions) does not see
     measured = counter.get_total_flops()
-    conv_backward = _by_op(counter, "convolution_backward")
-    if conv_backward:
-        forward_conv = eval_flops_per_step(cfg, SEQ_LEN, VOCAB).conv  # URM: every conv runs once forward
-        measured -= conv_backward
-        expected = (predicted.total - (predicted.conv - forward_conv)) * BATCH
-    else:
-        expected = predicted.total * BATCH
+    expected = (predicted.total - predicted.conv) * BATCH
     assert measured == pytest.approx(expected, rel=REL_TOL)
 
 
@@ -75,9 +71,8 @@ def test_evaluation_flops_match_torch_counter(case: str) -> None:
     carry = head.initial_carry(batch)
     with torch.no_grad(), sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
         head.step(carry, batch)
-    assert counter.get_total_flops() == pytest.approx(
-        eval_flops_per_step(cfg, SEQ_LEN, VOCAB).total * BATCH, rel=REL_TOL
-    )
+    predicted = eval_flops_per_step(cfg, SEQ_LEN, VOCAB)
+    assert counter.get_total_flops() == pytest.approx((predicted.total - predicted.conv) * BATCH, rel=REL_TOL)
 
 
 def test_gradient_cycles_cost_three_forwards() -> None:
@@ -127,7 +122,3 @@ def _head(arch: str, overrides: dict) -> tuple[object, torch.nn.Module]:
         cfg, vocab_size=VOCAB, seq_len=SEQ_LEN, num_puzzle_identifiers=NUM_IDS, batch_size=BATCH, device="cpu"
     )
     return cfg, head
-
-
-def _by_op(counter: FlopCounterMode, name: str) -> int:
-    return sum(v for op, v in counter.get_flop_counts()["Global"].items() if str(op).endswith(name))
