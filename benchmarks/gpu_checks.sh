@@ -24,7 +24,8 @@
 #   ADAM_ATAN2_SDIST=PATH            adam-atan2's source archive (with a setuptools_scm wheel importable): built
 #                                    first with the machine's nvcc (beside the `staged` and `rehearsal` checks, which
 #                                    do not use it), so that the GPU tests compare its kernel with the PyTorch rule
-#                                    and the benchmark and doctor train with it (PIP_TARGET is honoured)
+#                                    and the benchmark and doctor train with it (PIP_TARGET is honoured);
+#                                    ADAM_ATAN2_BUILD_S: the build's time limit (default 420 s)
 set -uo pipefail
 out=$(realpath "$1") upstream=$(realpath "$2") bench_s=${3:-240} parallel_s=${4:-300}
 timm=${VARC_TIMM:+$(realpath "$VARC_TIMM")}
@@ -78,8 +79,8 @@ alone=false
 if want bench || want varc; then alone=true; fi
 $alone || rehearsals
 if [ -n "${ADAM_ATAN2_SDIST:-}" ]; then  # the SMs it is built for come from its setup.py (8.0, 8.6, 8.9, 9.0)
-    step adam-atan2-build 420 env MAX_JOBS="$(nproc)" python3 -m pip install --no-build-isolation --no-deps \
-        --no-index "$(realpath "$ADAM_ATAN2_SDIST")"
+    step adam-atan2-build "${ADAM_ATAN2_BUILD_S:-420}" env MAX_JOBS="$(nproc)" python3 -m pip install \
+        --no-build-isolation --no-deps --no-index "$(realpath "$ADAM_ATAN2_SDIST")"
     step adam-atan2-import 60 python3 -c 'import torch, adam_atan2_backend; print(adam_atan2_backend.__file__)'
 fi
 if want bench; then
