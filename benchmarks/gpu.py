@@ -492,6 +492,12 @@ def _adam_atan2(device: torch.device, notes: list[str]) -> Callable[..., torch.o
     try:
         from adam_atan2 import AdamATan2  # type: ignore[import-not-found]
 
+        renamed = "_accelerator_graph_capture_health_check"
+        if not hasattr(torch.optim.Optimizer, "_cuda_graph_capture_health_check") and hasattr(AdamATan2, renamed):
+            # adam-atan2 0.0.3's step calls the name torch 2.11 renamed (AttributeError on the H200, 2026-11-27):
+            # the same check under its new name, the package otherwise unmodified
+            AdamATan2._cuda_graph_capture_health_check = getattr(AdamATan2, renamed)
+            notes.append(f"adam_atan2: Optimizer._cuda_graph_capture_health_check aliased to torch's {renamed}")
         return AdamATan2
     except ImportError:
         fused = device.type == "cuda"
@@ -686,8 +692,8 @@ def _rate(step: Callable[[int], Any], rows: int, case: Case, warmup: int, steps:
 # kernel classes, first match wins (CUDA kernel names: cuBLAS/CUTLASS matrix products, flash or cuDNN attention,
 # inductor's generated Triton kernels, eager ATen kernels, optimizer kernels)
 _KERNEL_CLASSES = (
+    ("attention", re.compile(r"flash|fmha|attention|sdpa|softmax", re.I)),  # first: cuDNN's SDPA kernels say wgmma
     ("matmul", re.compile(r"gemm|cutlass|xmma|nvjet|cublas|sm\d+_.*(hmma|wgmma)", re.I)),
-    ("attention", re.compile(r"flash|fmha|attention|sdpa|softmax", re.I)),
     ("convolution", re.compile(r"conv|depthwise|implicit|winograd", re.I)),
     ("optimizer", re.compile(r"multi_tensor|adam|fused_sgd|foreach", re.I)),
     ("triton (fused)", re.compile(r"^triton_", re.I)),

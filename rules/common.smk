@@ -291,12 +291,20 @@ def evaluations_of(target, quick=True):
     """Every due full evaluation of the target's runs and their stop decisions (asked for by name: a record is made
     again when its settings change, and the plan grows when it now says go on); quick: every quick evaluation.
     """
-    files = per_run(target, at("full", plan.FULL), evaluations=True)
-    files += per_run(target, at("decisions", plan.DECISION))
+    files = full_evaluations_of(target) + decisions_of(target)
     if quick and CFG.evaluation.quick is not None:
         files += per_run(target, at("quick", plan.QUICK))
-    files += per_run(target, ttt_evaluation)
     return files
+
+
+def full_evaluations_of(target):
+    """The metrics.json of every due full evaluation of the target's runs, test-time training's included."""
+    return per_run(target, at("full", plan.FULL), evaluations=True) + per_run(target, ttt_evaluation)
+
+
+def decisions_of(target):
+    """The stop decisions of the target's runs (records, not metrics: a report waits on them, never reads them)."""
+    return per_run(target, at("decisions", plan.DECISION))
 
 
 def ttt_evaluation(p):

@@ -67,7 +67,8 @@ rule pool_last_votes:
 # results/report/full/.
 use rule render_report as render_full_report with:
     input:
-        metrics=one_input(evaluations_of("full", quick=False)),
+        metrics=one_input(full_evaluations_of("full")),
+        decisions=one_input(decisions_of("full")),  # waited on, not read: the plan behind `metrics`
         train_metrics=one_input(train_metrics_of("full")),
         datasets=datasets_for("full"),
         ensembles=one_input(ensembles_of("full")),

@@ -15,6 +15,7 @@ from pathlib import Path
 import yaml
 from clusterlib import ROOT, VENV_BIN, base_env, snakemake
 
+from arcpipe import plan
 from arcpipe.config import WorkflowConfig
 
 COPIED = ["Snakefile", "rules", "config", "workflow", "profiles", "envs"]
@@ -44,12 +45,19 @@ def workdir(tmp_path: Path) -> Path:
 
 
 def assert_every_full_job_finished(work: Path, cfg: WorkflowConfig) -> None:
-    for name in cfg.runs_for("full"):
-        run = cfg.runs[name]
+    """Every boundary the plan trains (by the records on disk: urm-arc1-validate's stop decision, urm-arc1's gate)
+    has its checkpoint and due evaluations, none that it does not train has, and no record is still awaited."""
+    plans = plan.plans(cfg, plan.DiskRecords(work / "results"), cfg.runs_for("full"))
+    for name, p in plans.items():
+        assert p.final, (name, p.waiting)
         assert (work / f"results/runs/{name}/preflight.json").is_file()
-        for epoch in run.boundaries():
-            assert (work / f"results/runs/{name}/ckpt/epoch_{epoch}.pt").is_file(), (name, epoch)
-            assert (work / f"results/eval/{name}/epoch_{epoch}/metrics.json").is_file(), (name, epoch)
+        for epoch in p.planned:
+            trained = epoch in p.trained
+            assert (work / f"results/runs/{name}/ckpt/epoch_{epoch}.pt").is_file() == trained, (name, epoch)
+            due = epoch in p.full
+            assert (work / f"results/eval/{name}/epoch_{epoch}/metrics.json").is_file() == due, (name, epoch)
+    assert plans["urm-arc1"].gate is not None and plans["urm-arc1"].gate.state == "open"
+    assert plans["urm-arc1-validate"].decisions == (2,)  # the stop decision was made (stop or go on: the curve's)
     for table in ("passk.md", "pooled.md", "comparison.md"):
         assert (work / "results/report/full" / table).is_file()
 

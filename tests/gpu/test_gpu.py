@@ -230,8 +230,11 @@ def test_adam_atan2_state_loaded_on_the_cpu_moves_to_the_parameters_device() -> 
 
 @pytest.mark.parametrize("arch", list(PRESETS))
 def test_compiled_step_matches_eager_in_bf16(arch: str) -> None:
-    eager = _head(arch, "tiny", batch_size=4)
-    compiled = _head(arch, "tiny", batch_size=4)
+    # VARC without dropout: inductor draws its dropout masks from its own generator, so a compiled step with dropout
+    # never equals the eager one on CUDA (on the H200, 2026-11-27: logits 58% apart, the loss within 2%)
+    overrides = {"dropout": 0.0} if arch == "varc" else {}
+    eager = _head(arch, "tiny", batch_size=4, **overrides)
+    compiled = _head(arch, "tiny", batch_size=4, **overrides)
     compiled.load_state_dict(eager.state_dict())
     batch = {**_batch(4, seed=0, arch=arch), "halt_min_steps": torch.zeros(4, dtype=torch.int32, device=CUDA)}
     results = []
@@ -338,10 +341,10 @@ def test_gpu_evaluation_equals_cpu_evaluation_of_the_same_checkpoint(
 # -- helpers ------------------------------------------------------------------------------------------------------
 
 
-def _head(arch: str, preset: str, batch_size: int):
+def _head(arch: str, preset: str, batch_size: int, **overrides: object):
     torch.manual_seed(0)
     return build_model(
-        make_arch_config(arch, preset, {}),
+        make_arch_config(arch, preset, overrides),
         vocab_size=VOCAB,
         seq_len=900 if arch == "varc" else SEQ_LEN,  # VARC reads 30x30 maps
         num_puzzle_identifiers=NUM_IDS,
@@ -415,8 +418,17 @@ def _assert_updates_close(a: list[torch.Tensor], b: list[torch.Tensor], dtype: t
     for x, y in zip(a, b, strict=True):
         if dtype == torch.float32:
             torch.testing.assert_close(x, y, atol=1e-6, rtol=0)
-        else:
-            torch.testing.assert_close(x.float(), y.float(), rtol=2**-6, atol=1e-4)
+            continue
+        # bf16 parameters and moments: the kernel (fused, fp32 inside) and the PyTorch rule round at different
+        # points, so a parameter whose rounding went the other way once drifts a few ulps over the steps (on the
+        # H200, 2026-11-27: 3 of 135,168 entries, at most 5 ulps). Every entry within 8 bf16 ulps of its magnitude,
+        # and all but 1 in 10,000 within rtol 2^-6: a wrong rule (a beta, the lr, the decay) moves most entries
+        x, y = x.float(), y.float()
+        ulp = torch.exp2(torch.floor(torch.log2(torch.maximum(x.abs(), y.abs()).clamp_min(2**-126))) - 7)
+        ulps = ((x - y).abs() / ulp).max().item()
+        assert ulps <= 8, f"bf16 update {ulps:.0f} ulps from the PyTorch rule's"
+        off = ((x - y).abs() > 1e-4 + 2**-6 * y.abs()).float().mean().item()
+        assert off <= 1e-4, f"{off:.2e} of the bf16 entries outside rtol 2^-6"
 
 
 def _relative_error(a: torch.Tensor, b: torch.Tensor) -> float:

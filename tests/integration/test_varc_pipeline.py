@@ -116,6 +116,29 @@ def test_a_varc_run_trains_resumes_exactly_and_is_scored_with_attempts(
     assert 0 <= metrics["pass@2"] <= 1
 
 
+@pytest.mark.parametrize("clip", [None, 0.05])
+def test_grad_clip_bounds_the_gradient_each_optimizer_step_sees(
+    tiny_dataset: Path, tmp_path: Path, write_config, clip: float | None
+) -> None:
+    # upstream VARC clips its offline gradients at 1 (runs.<run>.grad_clip); without it the norm is what it is
+    config = write_config(tmp_path / "config.yaml", {"v": {**VARC_RUN, "grad_clip": clip}})
+    trainer = Trainer(load_config(config), "v", tiny_dataset, tmp_path / "out")
+    norms: list[float] = []
+
+    def record(optimizer: torch.optim.Optimizer, *_: object) -> None:
+        grads = [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+        norms.append(float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))))
+
+    for optimizer, _ in trainer.optimizers:
+        optimizer.register_step_pre_hook(record)
+    assert trainer.train_until(2, None) == 0
+    assert norms
+    if clip is None:
+        assert max(norms) > 0.05  # a fresh model's gradient: the clipped run below is bounded by what it changes
+    else:
+        assert max(norms) <= clip * (1 + 1e-5)
+
+
 def test_test_time_training_jobs_redo_only_unfinished_tasks_and_collect_into_one_evaluation(
     tiny_dataset: Path, tmp_path: Path, tiny_checkpoint, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -71,6 +71,9 @@ class RunConfig(Strict):
     puzzle_emb_lr: float = Field(default=1e-2, ge=0)
     puzzle_emb_weight_decay: float = Field(default=0.1, ge=0)
     optimizer: Literal["adam_atan2", "muon", "adamw"] = "adam_atan2"  # adamw: torch.optim.AdamW (VARC's)
+    # the dense parameters' global gradient norm clipped to this before each optimizer step (VARC's offline recipe:
+    # 1.0); None: no clipping, as HRM, TRM and URM train upstream
+    grad_clip: float | None = Field(default=None, gt=0)
     ema: bool = False
     ema_rate: float = Field(default=0.999, gt=0, lt=1)
     seed: int = 0

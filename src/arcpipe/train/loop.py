@@ -228,6 +228,8 @@ class Trainer:
             for k, v in metrics.items():
                 sums[k] = sums.get(k, 0) + v.detach().float()
         distributed.all_reduce_grads(self.head, env)
+        if run.grad_clip is not None:  # the norm of the summed gradient, as every rank holds it; no host sync
+            torch.nn.utils.clip_grad_norm_([p for p in self.head.parameters() if p.grad is not None], run.grad_clip)
         lr_factor = lr_at(step, 1.0, run.lr_warmup_steps, self.total_steps, run.lr_min_ratio)
         for optimizer, base_lr in self.optimizers:
             for group in optimizer.param_groups:
