@@ -153,7 +153,9 @@ def test_the_shipped_recipe_plans_its_gate_in_the_full_dry_run(tmp_path):
 
 @pytest.mark.parametrize("profile", [None, "slurm", "ice"])
 def test_the_rehearsal_of_full_plans_with_its_gate(tmp_path, profile):
-    """config/rehearsal.yaml carries a gate (urm-arc1's, at min 0): `full` plans through both cluster profiles."""
+    """config/rehearsal.yaml carries a gate (urm-arc1's, at min 0) on a run with a stop rule: `full` plans through
+    both cluster profiles, the stop decision first (the gate reads the boundary where the validation run stops, so
+    check_gate joins the plan once the decision is made)."""
     (tmp_path / "tests/data").mkdir(parents=True)
     for path in (ROOT / "tests/data").glob("arc-tiny_*"):
         shutil.copy(path, tmp_path / "tests/data" / path.name)  # the overlay's ConceptARC
@@ -163,5 +165,6 @@ def test_the_rehearsal_of_full_plans_with_its_gate(tmp_path, profile):
     proc = snakemake(tmp_path, rehearsal, "-n", "full", "--quiet", "rules", *args, name="rehearsal.yaml")
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     counts = _job_counts(proc.stdout)
-    assert counts["check_gate"] == 1 and counts["train_segment"] > 0 and counts["render_full_report"] == 1
+    assert counts["decide_boundary"] == 1 and counts["train_segment"] > 0 and counts["render_full_report"] == 1
+    assert "check_gate" not in counts and "checkpoint jobs" in proc.stdout
     assert not (tmp_path / "results").exists()
