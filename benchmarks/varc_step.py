@@ -25,8 +25,8 @@ task-token tables (400 offline tasks; 51 pseudo-tasks at TTT). One training step
   `arcpipe` row includes the encoding it does on the device.
 
 Left out of every row: the gradient clipping (clip_grad_norm_ 1.0 in upstream's loops, in arcpipe's test-time
-training, eval/ttt.py, and in its offline trainer with `grad_clip: 1.0`), upstream's GradScaler and its per-row exact-match loop and
-loss.item() (host syncs), the data loader and the schedule. `--published` adds
+training, eval/ttt.py, and in its offline trainer with `grad_clip: 1.0`), upstream's GradScaler and its per-row
+exact-match loop and loss.item() (host syncs), the data loader and the schedule. `--published` adds
 an `upstream-published` row that has them all but the loader and schedule: fp16 autocast and a GradScaler on CUDA
 (disabled on CPU, as upstream disables it), the clip, the per-row loop and loss.item().
 

@@ -299,7 +299,9 @@ def evaluations_of(target, quick=True):
 
 def full_evaluations_of(target):
     """The metrics.json of every due full evaluation of the target's runs, test-time training's included."""
-    return per_run(target, at("full", plan.FULL), evaluations=True) + per_run(target, ttt_evaluation)
+    return per_run(target, at("full", plan.FULL), evaluations=True) + per_run(
+        target, ttt_evaluation
+    )
 
 
 def decisions_of(target):
