@@ -62,15 +62,15 @@ def t_critical(df: int, confidence: float = 0.95) -> float:
     if df < 1 or not 0 < confidence < 1:
         raise ValueError(f"t_critical needs df >= 1 and 0 < confidence < 1, got df={df}, confidence={confidence}")
     lo, hi = 0.0, 1.0
-    while _two_sided_mass(hi, df) < confidence:
+    while t_two_sided_mass(hi, df) < confidence:
         lo, hi = hi, 2 * hi
     while hi - lo > 1e-12 * hi:
         mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if _two_sided_mass(mid, df) < confidence else (lo, mid)
+        lo, hi = (mid, hi) if t_two_sided_mass(mid, df) < confidence else (lo, mid)
     return (lo + hi) / 2
 
 
-def _two_sided_mass(t: float, df: int) -> float:
+def t_two_sided_mass(t: float, df: int) -> float:
     """P(|T| <= t) for Student's t with integer df: Abramowitz & Stegun 26.7.3 (odd df) and 26.7.4 (even df)."""
     theta = math.atan(t / math.sqrt(df))
     cos2 = math.cos(theta) ** 2
