@@ -6,6 +6,7 @@ from arcpipe.config import workflow_config
 from pathlib import Path
 
 from arcpipe import plan
+from arcpipe.data import arc
 from arcpipe.hooks import (
     on_driver_error,
     on_driver_start,
@@ -61,6 +62,10 @@ def preflights_for(target):
 
 def dataset_config(wildcards):
     return CFG.datasets[wildcards.dataset].model_dump(mode="json")
+
+
+def re_arc_files(wildcards):
+    return arc.re_arc_files(CFG.datasets[wildcards.dataset].sources)
 
 
 def run_config(wildcards):

@@ -2,6 +2,8 @@
 
 
 rule build_dataset:
+    input:
+        re_arc=re_arc_files,  # common.smk: RE-ARC's task files, so that a changed one rebuilds; [] without RE-ARC
     output:
         manifest="results/data/{dataset}/build.json",
         identifiers="results/data/{dataset}/identifiers.json",

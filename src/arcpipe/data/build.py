@@ -26,17 +26,17 @@ import logging
 import os
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 import arcpipe
-from arcpipe.config import ArcpipeError, DatasetConfig
+from arcpipe.config import ArcpipeError, DatasetConfig, ReArcSource
 from arcpipe.data import _kernels as K
 from arcpipe.data._rowfile import RowFile
-from arcpipe.data.arc import UNSOLVED_OUTPUT, Subset, Task, load_sources
+from arcpipe.data.arc import UNSOLVED_OUTPUT, Pair, Subset, Task, load_re_arc, load_sources
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ def build_dataset(cfg: DatasetConfig, output_dir: Path, *, workers: int | None =
     timings: dict[str, float] = {}
 
     tick = time.perf_counter()
-    subsets = select_subsets(cfg, load_sources(cfg.sources, cfg.max_puzzles))
+    subsets, re_arc = add_re_arc(cfg, select_subsets(cfg, load_sources(cfg.sources, cfg.max_puzzles)))
     timings["load_s"] = time.perf_counter() - tick
 
     tick = time.perf_counter()
@@ -75,7 +75,7 @@ def build_dataset(cfg: DatasetConfig, output_dir: Path, *, workers: int | None =
         counts = write_dataset(plan, tmp)
         timings["write_s"] = time.perf_counter() - tick
         timings["total_s"] = time.perf_counter() - started
-        manifest = _manifest(cfg, subsets, plan, tmp, counts, timings, threads)
+        manifest = _manifest(cfg, subsets, re_arc, plan, tmp, counts, timings, threads)
         (tmp / "build.json").write_text(json.dumps(manifest, indent=2) + "\n")
         _move_into_place(tmp, output_dir)
     finally:
@@ -105,6 +105,11 @@ def select_subsets(cfg: DatasetConfig, subsets: list[Subset]) -> list[Subset]:
                 f"subset {subset.name!r} has no solutions ({', '.join(subset.origin.get('files', {}))}): "
                 f"only the test set ({cfg.test_set!r}) may be prediction-only; add its solutions file"
             )
+    if not cfg.test_demos_in_train and set(names) == {cfg.test_set}:
+        raise ArcpipeError(
+            f"test_demos_in_train: false leaves the train split empty: the test set {cfg.test_set!r} is the only "
+            "subset; add a training subset, or set test_demos_in_train: true"
+        )
     if cfg.mode == "upstream_exact" and names[0] == cfg.test_set and len(names) > 1:
         log.warning(
             "the test set %r is the first subset: upstream's split order (and so its ids) then depends on Python's "
@@ -114,6 +119,42 @@ def select_subsets(cfg: DatasetConfig, subsets: list[Subset]) -> list[Subset]:
     if cfg.max_puzzles is None:
         return subsets
     return [Subset(s.name, dict(list(s.tasks.items())[: cfg.max_puzzles]), s.origin) for s in subsets]
+
+
+def add_re_arc(cfg: DatasetConfig, subsets: list[Subset]) -> tuple[list[Subset], dict[str, Any] | None]:
+    """The subsets with RE-ARC's pairs as extra training examples of the tasks of the same id, and the source's
+    record for build.json (None without a RE-ARC source).
+
+    Only tasks that the train split holds get them (a test-set task does only with `test_demos_in_train`). A
+    generated pair equal to one of its test-set task's own test pairs is dropped and counted: it would put the
+    answer in training (the leak verify.py refuses).
+    """
+    source = next((s for s in cfg.sources if isinstance(s, ReArcSource)), None)
+    if source is None:
+        return subsets, None
+    trained = {
+        task_id
+        for subset in subsets
+        if subset.name != cfg.test_set or cfg.test_demos_in_train
+        for task_id in subset.tasks
+    }
+    extra, origin = load_re_arc(source, trained, cfg.seed)
+    dropped = 0
+    joined = []
+    for subset in subsets:
+        tasks = {}
+        for task_id, task in subset.tasks.items():
+            pairs = extra.get(task_id, ())
+            if pairs and subset.name == cfg.test_set:
+                answers = {_pair_key(pair) for pair in task.test if pair.output is not None}
+                kept = tuple(pair for pair in pairs if _pair_key(pair) not in answers)
+                dropped += len(pairs) - len(kept)
+                pairs = kept
+            tasks[task_id] = replace(task, extra=pairs) if pairs else task
+        joined.append(Subset(subset.name, tasks, subset.origin))
+    if dropped:
+        log.warning("RE-ARC: dropped %d generated pairs equal to a test pair of their own test-set task", dropped)
+    return joined, {**origin, "num_examples": origin["num_examples"] - dropped, "dropped_test_pairs": dropped}
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -179,7 +220,7 @@ def plan_dataset(cfg: DatasetConfig, subsets: list[Subset], *, threads: int = 1)
     """Choose the views of every task, the group order, the identifiers and the translation offsets."""
     tasks = [task for subset in subsets for task in subset.tasks.values()]
     is_test = np.array([subset.name == cfg.test_set for subset in subsets for _ in subset.tasks], dtype=bool)
-    grids, all_pairs, train_ex, test_ex = _flatten(tasks, is_test)
+    grids, all_pairs, train_ex, test_ex = _flatten(tasks, is_test, cfg.test_demos_in_train)
     wa = K.colour_weights(grids.cells, grids.off, grids.h, grids.w, np.uint64(K.SALT_A))
     wb = K.colour_weights(grids.cells, grids.off, grids.h, grids.w, np.uint64(K.SALT_B))
     fa, fb = K.colour_factors(K.SALT_A), K.colour_factors(K.SALT_B)
@@ -220,8 +261,11 @@ def plan_dataset(cfg: DatasetConfig, subsets: list[Subset], *, threads: int = 1)
             K.in_threads(pool, [functools.partial(search_fast, first) for first in range(threads)])
         group_order = np.arange(num_tasks)
 
-    train_tasks = group_order
     test_tasks = group_order[is_test[group_order]]
+    # without the test set's demonstrations, its tasks are numbered after the trained ones (test split only)
+    train_tasks = group_order if cfg.test_demos_in_train else group_order[~is_test[group_order]]
+    untrained = np.zeros(0, dtype=np.int64) if cfg.test_demos_in_train else test_tasks
+    named = np.concatenate([train_tasks, untrained])
     train = _split_layout(train_tasks, train_ex, aug_count, cols)
     test = _split_layout(test_tasks, test_ex, aug_count, cols)
 
@@ -240,14 +284,15 @@ def plan_dataset(cfg: DatasetConfig, subsets: list[Subset], *, threads: int = 1)
             keys, train.tasks, train.row_start, ex.ptr, ex.inp, ex.out, *translate_args, train.row_r, train.row_c
         )
 
-    # ids: train puzzles are numbered 1..N in storage order; test puzzles reuse the id of the same name
+    # ids: train puzzles are numbered 1..N in storage order, then untrained test tasks' views; test puzzles reuse the
+    # id of the same name
     first_id = np.zeros(num_tasks, dtype=np.int64)
-    first_id[train_tasks] = 1 + np.concatenate([[0], np.cumsum(aug_count[train_tasks])[:-1]])
-    train.puzzle_identifiers = np.arange(1, 1 + aug_count.sum(), dtype=np.int32)
+    first_id[named] = 1 + np.concatenate([[0], np.cumsum(aug_count[named])[:-1]])
+    train.puzzle_identifiers = np.arange(1, 1 + aug_count[train_tasks].sum(), dtype=np.int32)
     test.puzzle_identifiers = np.concatenate(
         [np.arange(first_id[t], first_id[t] + aug_count[t]) for t in test_tasks] or [np.zeros(0)]
     ).astype(np.int32)
-    identifiers_json = _identifiers_json(tasks, train_tasks, aug_tid, aug_col, aug_count)
+    identifiers_json = _identifiers_json(tasks, named, aug_tid, aug_col, aug_count)
     test_puzzles = {tasks[t].id: tasks[t].to_json() for t in test_tasks}
     short = int((aug_count < cols).sum())
     if short:
@@ -293,17 +338,21 @@ def write_dataset(plan: Plan, out: Path) -> dict[str, dict[str, int]]:
 # Helpers
 
 
-def _flatten(tasks: list[Task], is_test: np.ndarray) -> tuple[Grids, Examples, Examples, Examples]:
-    """Grids of all tasks plus three example lists per task: all pairs (for hashing), train split, test split.
+def _flatten(
+    tasks: list[Task], is_test: np.ndarray, test_demos_in_train: bool
+) -> tuple[Grids, Examples, Examples, Examples]:
+    """Grids of all tasks plus three example lists per task: its file's pairs (for hashing), train split, test split.
 
     A non-test task's train-split examples are all its pairs in its file's key order (ARC-AGI-1 files list
-    `test` first); a test-set task contributes its train pairs to train and its test pairs to test.
+    `test` first); a test-set task contributes its train pairs to train (none without `test_demos_in_train`) and
+    its test pairs to test. A task's extra pairs (RE-ARC's) follow its train-split examples; they take no part in
+    choosing its views, which stay those of the task as its file states it.
     """
     chunks, shapes = [], []
-    pair_grids: list[list[tuple[int, int]]] = []  # per task: (input id, output id) of train pairs then test pairs
+    pair_grids: list[list[tuple[int, int]]] = []  # per task: (input id, output id) of train, test then extra pairs
     for task in tasks:
         ids = []
-        for pair in (*task.train, *task.test):
+        for pair in (*task.train, *task.test, *task.extra):
             output = UNSOLVED_OUTPUT if pair.output is None else pair.output
             ids.append((len(shapes), len(shapes) + 1))
             for grid in (pair.input, output):
@@ -319,14 +368,14 @@ def _flatten(tasks: list[Task], is_test: np.ndarray) -> tuple[Grids, Examples, E
     )
     everything, train, test = [], [], []
     for task, ids, in_test in zip(tasks, pair_grids, is_test, strict=True):
-        n_train = len(task.train)
-        train_ids, test_ids = ids[:n_train], ids[n_train:]
-        everything.append(ids)
+        n_train, n_file = len(task.train), len(task.train) + len(task.test)
+        train_ids, test_ids, extra_ids = ids[:n_train], ids[n_train:n_file], ids[n_file:]
+        everything.append(ids[:n_file])
         if in_test:
-            train.append(train_ids)
+            train.append(train_ids + extra_ids if test_demos_in_train else [])
             test.append(test_ids)
         else:
-            train.append(test_ids + train_ids if task.test_first else train_ids + test_ids)
+            train.append((test_ids + train_ids if task.test_first else train_ids + test_ids) + extra_ids)
             test.append([])
     return grids, _csr(everything), _csr(train), _csr(test)
 
@@ -361,6 +410,13 @@ def _split_layout(tasks: np.ndarray, examples: Examples, aug_count: np.ndarray, 
         split.row_in, split.row_out, split.row_aug, split.puzzle_indices, split.group_indices,
     )  # fmt: skip
     return split
+
+
+def _pair_key(pair: Pair) -> bytes:
+    # shapes are part of the key: a 2x3 and a 3x2 grid can have identical bytes
+    assert pair.output is not None
+    grids = (pair.input, pair.output)
+    return b"".join(np.asarray(g.shape, dtype=np.int64).tobytes() + g.tobytes() for g in grids)
 
 
 def _colour_mask(task: Task) -> int:
@@ -522,6 +578,7 @@ def _move_into_place(tmp: Path, output_dir: Path) -> None:
 def _manifest(
     cfg: DatasetConfig,
     subsets: list[Subset],
+    re_arc: dict[str, Any] | None,
     plan: Plan,
     folder: Path,
     counts: dict[str, dict[str, int]],
@@ -534,7 +591,8 @@ def _manifest(
         "arcpipe_version": arcpipe.__version__,
         "numpy_version": np.__version__,
         "config": cfg.model_dump(mode="json"),
-        "sources": [{"subset": s.name, "num_tasks": len(s.tasks), "solved": s.solved, **s.origin} for s in subsets],
+        "sources": [{"subset": s.name, "num_tasks": len(s.tasks), "solved": s.solved, **s.origin} for s in subsets]
+        + ([re_arc] if re_arc else []),
         "test_set": cfg.test_set,
         "tasks": {s.name: list(s.tasks) for s in subsets},
         "prediction_only": not next(s.solved for s in subsets if s.name == cfg.test_set),

@@ -102,6 +102,8 @@ class _Verifier:
         test_puzzles = self._load_test_puzzles()
         if identifiers is not None and test_puzzles is not None and set(self.rows) == set(SPLITS):
             self._check_test_set(identifiers, test_puzzles)
+            if build and build.get("config", {}).get("test_demos_in_train") is False:
+                self._check_test_set_untrained(identifiers, test_puzzles)
         if identifiers is not None and "train" in self.index:
             self._warn_short_groups(identifiers, build)
         self._hash_small_files()
@@ -436,6 +438,15 @@ class _Verifier:
                         f"train puzzle {names[k]!r} holds one of its own test pairs (input and output): a builder leak",
                     )
         self._warn_coincidences(identifiers, test_puzzles, wa, pair_ptr, task_ids)
+
+    def _check_test_set_untrained(self, identifiers: list[str], test_puzzles: dict[str, Any]) -> None:
+        """A build without the test set's demonstrations (test_demos_in_train: false) trains on no test task."""
+        ids = self.index["train"]["puzzle_identifiers"]
+        trained = {_task_of(identifiers[i]) for i in np.unique(ids).tolist()}
+        for task in sorted(trained & set(test_puzzles))[:MAX_LISTED]:
+            self.fail(
+                "leak", f"train split holds test task {task}, which build.json's test_demos_in_train: false keeps out"
+            )
 
     def _warn_coincidences(
         self,

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from arcpipe.config import ArcpipeError, RunConfig, WorkflowConfig
+from arcpipe.config import ArcpipeError, ReArcSource, RunConfig, WorkflowConfig
 
 FIT_HEADROOM = 0.9  # the largest micro-batch may use this share of the GPU's memory
 
@@ -34,7 +34,8 @@ def puzzle_identifiers(cfg: WorkflowConfig, run: RunConfig, results: Path) -> tu
             return int(ids), ""
     dataset = cfg.datasets[run.dataset]
     per_source = dataset.max_puzzles or 1000  # ARC subsets hold 100-1000 puzzles
-    return 1 + len(dataset.sources) * per_source * (dataset.num_aug + 1), ", estimated: dataset not built"
+    subsets = sum(not isinstance(source, ReArcSource) for source in dataset.sources)  # RE-ARC adds no puzzles
+    return 1 + subsets * per_source * (dataset.num_aug + 1), ", estimated: dataset not built"
 
 
 class OutOfMemory(Exception):
