@@ -365,7 +365,7 @@ def _add_models(stages: argparse._SubParsersAction) -> None:
     model = stages.add_parser("model", help="import or export upstream checkpoints")
     verbs = model.add_subparsers(dest="verb", required=True, metavar="VERB")
     imp = verbs.add_parser("import", help="convert an upstream TRM/HRM/URM/VARC checkpoint to arcpipe weights")
-    imp.add_argument("--arch", required=True, choices=["trm", "hrm", "urm", "transformer", "varc"])
+    imp.add_argument("--arch", required=True, choices=["trm", "hrm", "urm", "transformer", "varc", "varc-unet"])
     imp.add_argument(
         "checkpoint", type=Path, help="upstream step_N (TRM/HRM), step_N.pt (URM) or checkpoint_best.pt (VARC)"
     )
@@ -380,20 +380,33 @@ def _add_models(stages: argparse._SubParsersAction) -> None:
 
 
 def _models_list(args: argparse.Namespace) -> int:
-    from arcpipe.models import varc
+    from arcpipe.models import varc, varc_unet
     from arcpipe.models.registry import PRESETS, make_arch_config, preset_parameter_count
 
     print(f"{'arch':<12} {'preset':<8} {'parameters':>12}  settings (vocab {args.vocab_size}, seq_len 900)")
+    missing = None
     for arch, presets in PRESETS.items():
         for name, fields in presets.items():
+            count: int | str
             if arch == "varc":  # its own canvas and colours: vocab and seq_len do not apply
                 count = varc.preset_parameter_count(make_arch_config(arch, name, {}))
+            elif arch == "varc-unet":
+                try:
+                    count = varc_unet.preset_parameter_count(make_arch_config(arch, name, {}))
+                except ImportError as err:  # diffusers is an optional dependency
+                    count, missing = "-", str(err)
             else:
                 count = preset_parameter_count(arch, name, vocab_size=args.vocab_size)
             settings = " ".join(f"{k}={v}" for k, v in fields.items())
-            print(f"{arch:<12} {name:<8} {count:>12,}  {settings}")
+            print(
+                f"{arch:<12} {name:<8} {count:>12,}  {settings}"
+                if isinstance(count, int)
+                else f"{arch:<12} {name:<8} {count:>12}  {settings}"
+            )
     print("parameters exclude the puzzle-embedding table (a buffer: num_puzzle_identifiers x puzzle_emb_ndim) and")
     print("VARC's task-token table (num_puzzle_identifiers x embed_dim), as upstream counts them")
+    if missing:
+        print(f"-: {missing}")
     return 0
 
 

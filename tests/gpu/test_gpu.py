@@ -29,7 +29,7 @@ import pytest
 import torch
 
 from arcpipe.config import load_config
-from arcpipe.config.arch import PRESETS
+from arcpipe.config.arch import PRESETS, VARC_ARCHS
 from arcpipe.data.augment import to_canvas
 from arcpipe.data.dataset import load_split
 from arcpipe.eval.infer import make_batch as predict_batch
@@ -346,7 +346,7 @@ def _head(arch: str, preset: str, batch_size: int, **overrides: object):
     return build_model(
         make_arch_config(arch, preset, overrides),
         vocab_size=VOCAB,
-        seq_len=900 if arch == "varc" else SEQ_LEN,  # VARC reads 30x30 maps
+        seq_len=900 if arch in VARC_ARCHS else SEQ_LEN,  # VARC reads 30x30 maps
         num_puzzle_identifiers=NUM_IDS,
         batch_size=batch_size,
         device=CUDA,
@@ -355,7 +355,7 @@ def _head(arch: str, preset: str, batch_size: int, **overrides: object):
 
 def _batch(batch_size: int, seed: int, arch: str = "trm") -> dict[str, torch.Tensor]:
     g = torch.Generator().manual_seed(seed)
-    if arch == "varc":  # grids of random sizes in 30x30 token maps (data/augment.to_canvas), and their placements
+    if arch in VARC_ARCHS:  # grids of random sizes in 30x30 token maps (data/augment.to_canvas), and their placements
         rng = np.random.default_rng(seed)
         maps = [
             to_canvas(rng.integers(0, 10, size=rng.integers(1, 31, size=2)).astype(np.uint8))

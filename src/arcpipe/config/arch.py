@@ -1,9 +1,10 @@
 """The architectures' configs and published presets, importable without torch (the workflow plans with them).
 
 Each config uses upstream's field names; `make_arch_config(arch, preset, overrides)` is the one way to build
-one. The models themselves live in arcpipe/models (trm.py, hrm.py, urm.py, transformer.py, varc.py); registry.py
-builds them from these configs. VARC ("ARC Is a Vision Problem!") is a ViT on a canvas, not a recursive core: its
-config shares no field with the others (upstream VARC's argument names) and is not a CoreConfig.
+one. The models themselves live in arcpipe/models (trm.py, hrm.py, urm.py, transformer.py, varc.py, varc_unet.py);
+registry.py builds them from these configs. VARC ("ARC Is a Vision Problem!") is a ViT (`varc`) or a U-Net
+(`varc-unet`) on a canvas, not a recursive core: its configs share no field with the others (upstream VARC's argument
+names) and are not CoreConfigs.
 """
 
 from __future__ import annotations
@@ -213,15 +214,83 @@ class VARCConfig(BaseModel):
         return 1  # one forward pass: no ACT
 
 
+class VARCUNetConfig(BaseModel):
+    """VARC-Unet (upstream-varc.md section 3): diffusers' UNet2DConditionModel over a square canvas of `image_size`
+    pixels, each pixel's colour embedded in 4 channels, cross-attention to one task token, one forward pass.
+
+    Upstream picks the widths from `--unet-size` (small, medium, big: embed_dim 160, 240, 320); here they are fields,
+    so that a CPU-sized preset keeps the published structure: channels (embed_dim / 2, embed_dim, embed_dim) at
+    resolutions S, S/2, S/4, `layers_per_block` ResNet blocks per resolution (2 for big, else 1), a cross-attention
+    mid block (big only), `num_heads` attention heads at every level (upstream's `embed_dim // 40`, passed as
+    diffusers' `attention_head_dim`, which diffusers reads as the number of heads) and `norm_num_groups` GroupNorm
+    groups (upstream's `embed_dim // 10`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: Literal["varc-unet"] = "varc-unet"
+    image_size: int = Field(default=64, gt=0)  # canvas side S in pixels
+    embed_dim: int = Field(default=320, gt=0)  # the task token's width and the two deeper levels' channels
+    layers_per_block: int = Field(default=2, gt=0)
+    mid_block: bool = True  # UNetMidBlock2DCrossAttn between the down and up paths
+    num_heads: int = Field(default=8, gt=0)
+    norm_num_groups: int = Field(default=32, gt=0)
+    num_colors: Literal[12] = 12  # ARC's 10 colours, background/ignore (10), border (11)
+
+    @model_validator(mode="after")
+    def _shapes_fit(self) -> VARCUNetConfig:
+        problems = []
+        if self.image_size % 4:
+            problems.append(f"image_size={self.image_size} is not a multiple of 4 (the U-Net halves it twice)")
+        if self.image_size < VARC_MIN_IMAGE_SIZE:
+            problems.append(
+                f"image_size={self.image_size} < {VARC_MIN_IMAGE_SIZE}: the canvas interior (image_size - 2) must "
+                "hold a 30x30 ARC grid"
+            )
+        if self.embed_dim % 2 or (self.embed_dim // 2) % self.norm_num_groups:
+            problems.append(
+                f"embed_dim // 2 = {self.embed_dim / 2:g} is not a multiple of norm_num_groups={self.norm_num_groups}"
+            )
+        if (self.embed_dim // 2) % self.num_heads:
+            problems.append(
+                f"embed_dim // 2 = {self.embed_dim // 2} (the first level's channels) is not a multiple of "
+                f"num_heads={self.num_heads}"
+            )
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    @property
+    def block_out_channels(self) -> tuple[int, int, int]:
+        return (self.embed_dim // 2, self.embed_dim, self.embed_dim)
+
+    @property
+    def hidden_size(self) -> int:
+        """embed_dim, under the name code common to every arch reads."""
+        return self.embed_dim
+
+    @property
+    def loss_type(self) -> str:
+        return "softmax_cross_entropy"  # per-pixel cross entropy, as VARC-ViT
+
+    @property
+    def halt_max_steps(self) -> int:
+        return 1  # one forward pass: no ACT
+
+
+VARC_ARCHS = ("varc", "varc-unet")  # canvas models: models/varc_head.py, test-time training, upstream VARC's files
+
 CONFIGS: dict[str, type] = {
     "hrm": HRMConfig,
     "trm": TRMConfig,
     "urm": URMConfig,
     "transformer": TransformerConfig,
     "varc": VARCConfig,
+    "varc-unet": VARCUNetConfig,
 }
 
-ArchConfig = Annotated[HRMConfig | TRMConfig | URMConfig | TransformerConfig | VARCConfig, Field(discriminator="name")]
+ArchConfig = Annotated[
+    HRMConfig | TRMConfig | URMConfig | TransformerConfig | VARCConfig | VARCUNetConfig, Field(discriminator="name")
+]
 _ADAPTER: TypeAdapter[Any] = TypeAdapter(ArchConfig)
 
 _D512 = dict(hidden_size=512, num_heads=8, expansion=4, pos_encodings="rope")
@@ -290,6 +359,43 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
             "num_heads": 4,
             "mlp_dim": 64,
             "dropout": 0.1,
+        },
+    },
+    "varc-unet": {
+        # VARC-Unet-55M (upstream's offline_train_VARC_Unet.sh: --unet-size big --image-size 64)
+        "arc": {
+            "image_size": 64,
+            "embed_dim": 320,
+            "layers_per_block": 2,
+            "mid_block": True,
+            "num_heads": 8,
+            "norm_num_groups": 32,
+        },
+        # upstream's other two sizes (one block per resolution, no mid block)
+        "medium": {
+            "image_size": 64,
+            "embed_dim": 240,
+            "layers_per_block": 1,
+            "mid_block": False,
+            "num_heads": 6,
+            "norm_num_groups": 24,
+        },
+        "small": {
+            "image_size": 64,
+            "embed_dim": 160,
+            "layers_per_block": 1,
+            "mid_block": False,
+            "num_heads": 4,
+            "norm_num_groups": 16,
+        },
+        # the published structure (two blocks per resolution, the mid block) at CPU size
+        "tiny": {
+            "image_size": 32,
+            "embed_dim": 16,
+            "layers_per_block": 2,
+            "mid_block": True,
+            "num_heads": 2,
+            "norm_num_groups": 4,
         },
     },
 }

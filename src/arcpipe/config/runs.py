@@ -20,6 +20,7 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails
 
+from arcpipe.config.arch import VARC_ARCHS
 from arcpipe.config.base import PassAtK, Strict, custom_error, did_you_mean, invalid
 from arcpipe.config.stop import StopConfig
 from arcpipe.gpus import GPUName
@@ -51,7 +52,7 @@ class TTTConfig(Strict):
 
 class RunConfig(Strict):
     dataset: str
-    arch: Literal["trm", "hrm", "urm", "transformer", "varc"]
+    arch: Literal["trm", "hrm", "urm", "transformer", "varc", "varc-unet"]
     preset: str
     arch_overrides: dict[str, Any] = Field(default_factory=dict)  # upstream arch field names: H_cycles, ...
     target: Literal["smoke", "full"]
@@ -150,8 +151,10 @@ class RunConfig(Strict):
                 f"micro_batch_size = {self.nodes} x {max(self.gpus_per_node, 1)} x {micro}; "
                 "change global_batch_size or micro_batch_size"
             )
-        if self.ttt is not None and self.arch != "varc":
-            problems.append(f"ttt is test-time training of a canvas model (arch varc), not of {self.arch}; remove it")
+        if self.ttt is not None and self.arch not in VARC_ARCHS:
+            problems.append(
+                f"ttt is test-time training of a canvas model (arch varc or varc-unet), not of {self.arch}; remove it"
+            )
         if self.ttt is not None and self.stop is not None:
             problems.append(
                 "ttt follows the run's last boundary, which a stop rule may never train: remove ttt or stop"

@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from arcpipe.config import ArcpipeError, EvaluationConfig
+from arcpipe.config.arch import VARC_ARCHS
 from arcpipe.data.arc import load_challenges
 from arcpipe.data.augment import parse_identifier, to_canvas
 from arcpipe.data.dataset import example_puzzle_ids, identifiers_sha256, load_split
@@ -383,10 +384,10 @@ def _adapted_head(
     mode: str = "rows",
 ) -> tuple[torch.nn.Module, AdaptStats]:
     """The checkpoint's model with its table extended by the rows of `demos`, adapted in `mode` (eval/adapt.py)."""
-    if ckpt.get("arch") == "varc":
+    if ckpt.get("arch") in VARC_ARCHS:
         raise ArcpipeError(
-            f"{checkpoint}: --adapt fits a recursive model's puzzle-embedding rows; a varc checkpoint has no such "
-            "rows to fit: predict without --adapt, on tasks whose views the checkpoint was trained with"
+            f"{checkpoint}: --adapt fits a recursive model's puzzle-embedding rows; a {ckpt.get('arch')} checkpoint "
+            "has no such rows to fit: predict without --adapt, on tasks whose views the checkpoint was trained with"
         )
     run = ckpt.get("run_config") or {}
     # the run's global batch when it is known (the batch its embeddings were trained with), within the evaluator's

@@ -48,6 +48,7 @@ import numpy as np
 import torch
 
 from arcpipe.config import ArcpipeError, EvaluationConfig
+from arcpipe.config.arch import VARC_ARCHS
 from arcpipe.config.runs import TTTConfig
 from arcpipe.data.dataset import example_puzzle_ids, identifiers_sha256, load_split
 from arcpipe.eval.evaluate import check_verified, evaluate_predictions
@@ -149,9 +150,9 @@ def run_job(
     env = distributed.setup(None, gpus=1 if want_gpu else 0)
     try:
         ckpt = read_weights(checkpoint)
-        if ckpt.get("arch") != "varc":
+        if ckpt.get("arch") not in VARC_ARCHS:
             raise ArcpipeError(
-                f"{checkpoint}: ttt fits a canvas model (arch varc); this checkpoint is {ckpt.get('arch')}"
+                f"{checkpoint}: ttt fits a canvas model (arch varc or varc-unet); this checkpoint is {ckpt.get('arch')}"
             )
         run_config = ckpt.get("run_config") or {}
         seed = int(run_config.get("seed", 0))

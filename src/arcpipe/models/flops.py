@@ -40,6 +40,16 @@ C = num_colors, the forward is the patch conv (N outputs of a p x p x D -> D ker
 T x T (4 T^2 D), and the head on the N patch tokens (2 N D C p^2). The colour and task embeddings are lookups. A
 training step is the forward and a backward of twice its cost (every input of the conv is a trained embedding, so
 its input gradient is computed too); evaluation is the forward, one "step".
+
+VARC-Unet (models/varc_unet.py, diffusers' UNet2DConditionModel) is counted block by block from the config, with
+channels (c0, c1, c2) = (D/2, D, D) at resolutions S, S/2, S/4, r^2 pixels at resolution r: a k x k convolution
+cin -> cout costs 2 r^2 k^2 cin cout (`conv`: conv_in, conv_out, each ResNet block's two 3x3 and its 1x1 shortcut
+when cin != cout, the down- and upsamplers, the transformers' 1x1 proj_in/proj_out); per transformer of width c
+(`linear`) q, k, v and out of the self-attention on r^2 tokens (8 r^2 c^2), q and out of the cross-attention
+(4 r^2 c^2) and its k, v on the one task token (4 D c), the GEGLU feed-forward (2 r^2 c 8c + 2 r^2 4c c), and
+(`attention`) QK^T and AV over r^2 x r^2 (4 r^4 c) and over r^2 x 1 (4 r^2 c); per row the time-embedding MLP
+(c0 -> 4 c0 -> 4 c0) and each ResNet block's projection of it (4 c0 -> cout). Training is three times the forward,
+less the time MLP's first layer input gradient (its input, the sinusoid of timestep 0, is not trained).
 """
 
 from __future__ import annotations
@@ -77,6 +87,9 @@ def train_flops_per_example(cfg: Any, seq_len: int, vocab_size: int = 12) -> Flo
     """Forward + backward FLOPs of one row in one training step (one ACT step), see the module doc."""
     if cfg.name == "varc":
         return 3 * _varc_forward(cfg)
+    if cfg.name == "varc-unet":
+        c0 = cfg.embed_dim // 2
+        return 3 * _unet_forward(cfg) + Flops(linear=-2 * c0 * 4 * c0)
     no_grad, grad = _block_applications(cfg)
     heads = _heads(cfg, seq_len, vocab_size)
     total = _blocks(cfg, seq_len, no_grad) + 3 * (_blocks(cfg, seq_len, grad) + heads)
@@ -89,6 +102,8 @@ def eval_flops_per_step(cfg: Any, seq_len: int, vocab_size: int = 12) -> Flops:
     """Forward FLOPs of one row in one evaluation ACT step; an evaluation runs `eval_steps(cfg)` of them."""
     if cfg.name == "varc":
         return _varc_forward(cfg)
+    if cfg.name == "varc-unet":
+        return _unet_forward(cfg)
     no_grad, grad = _block_applications(cfg)
     return _blocks(cfg, seq_len, _merge(no_grad, grad)) + _heads(cfg, seq_len, vocab_size)
 
@@ -171,3 +186,46 @@ def _varc_forward(cfg: Any) -> Flops:
     T = N + 1
     layer = Flops(linear=2 * T * (3 * D * D + D * D + 2 * D * M), attention=2 * 2 * T * T * D)
     return Flops(linear=2 * N * D * cfg.num_colors * p * p, conv=2 * N * p * p * D * D) + cfg.depth * layer
+
+
+def _unet_forward(cfg: Any) -> Flops:
+    """Forward FLOPs of VARC-Unet on one canvas (module doc), in diffusers' UNet2DConditionModel's order."""
+    S, D, L = cfg.image_size, cfg.embed_dim, cfg.layers_per_block
+    ch = cfg.block_out_channels
+    c0 = ch[0]
+    res = (S, S // 2, S // 4)
+
+    def conv(r: int, k: int, cin: int, cout: int) -> Flops:
+        return Flops(conv=2 * r * r * k * k * cin * cout)
+
+    def resnet(r: int, cin: int, cout: int) -> Flops:
+        shortcut = conv(r, 1, cin, cout) if cin != cout else Flops()
+        return conv(r, 3, cin, cout) + conv(r, 3, cout, cout) + shortcut + Flops(linear=2 * 4 * c0 * cout)
+
+    def transformer(r: int, c: int) -> Flops:
+        N = r * r
+        linear = 8 * N * c * c + 4 * N * c * c + 4 * D * c + 2 * N * c * 8 * c + 2 * N * 4 * c * c
+        return conv(r, 1, c, c) * 2 + Flops(linear=linear, attention=4 * N * N * c + 4 * N * c)
+
+    total = conv(S, 3, 4, c0) + Flops(linear=2 * c0 * 4 * c0 + 2 * 4 * c0 * 4 * c0)  # conv_in, time MLP
+    cin = c0
+    for i, c in enumerate(ch):  # down: CrossAttnDown, CrossAttnDown, Down (no attention); downsample but the last
+        for _ in range(L):
+            total = total + resnet(res[i], cin, c) + (transformer(res[i], c) if i < 2 else Flops())
+            cin = c
+        if i < 2:
+            total = total + conv(res[i + 1], 3, c, c)  # stride 2: outputs at the next resolution
+    if cfg.mid_block:
+        total = total + resnet(res[2], ch[2], ch[2]) * 2 + transformer(res[2], ch[2])
+    rch = ch[::-1]
+    prev = rch[0]
+    for i, c in enumerate(rch):  # up: Up (no attention), CrossAttnUp, CrossAttnUp; upsample but the last
+        r = res[2 - i]
+        skip_in = rch[min(i + 1, 2)]
+        for j in range(L + 1):
+            skip = skip_in if j == L else c
+            total = total + resnet(r, (prev if j == 0 else c) + skip, c) + (transformer(r, c) if i > 0 else Flops())
+        prev = c
+        if i < 2:
+            total = total + conv(res[1 - i], 3, c, c)  # nearest x2, then a 3x3 conv at the finer resolution
+    return total + conv(S, 3, c0, cfg.num_colors)  # conv_out

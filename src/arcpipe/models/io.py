@@ -2,6 +2,7 @@
 
     arcpipe model import --arch trm CKPT --config all_config.yaml OUT.pt [--dataset results/data/arc1]
     arcpipe model import --arch varc checkpoint_best.pt OUT.pt [--dataset results/data/arc1]
+    arcpipe model import --arch varc-unet checkpoint_best.pt OUT.pt [--dataset results/data/arc1]
     arcpipe model export OUT.pt step_N
 
 An arcpipe weights checkpoint is one `torch.save` dict, written to a temporary file and renamed:
@@ -25,6 +26,8 @@ VARC (upstream-varc.md 2.11) saves `{"model_state": {"_orig_mod." + key: tensor}
 models/varc.VARCViT's own, so `model` holds them without the prefix, and the config comes from the checkpoint itself
 (upstream's argument names are VARCConfig's fields), not from an all_config.yaml. The task-token table's rows give
 `num_puzzle_identifiers`. An arcpipe VARC head keeps the ViT as `model.inner`, so `core_of` serves it unchanged.
+VARC-Unet's checkpoints have the same layout, with `architecture: unet` and `unet_size` (small, medium, big: the
+`varc-unet` presets small, medium, arc) in `config`, and models/varc_unet.VARCUNet's keys (diffusers' names).
 """
 
 from __future__ import annotations
@@ -46,12 +49,14 @@ from arcpipe.config.load import yaml_problem
 from arcpipe.models.losses import ACTLossHead
 from arcpipe.models.registry import (
     CONFIGS,
+    VARC_ARCHS,
     arch_config_from_dict,
     build_model,
     default_forward_dtype,
     make_arch_config,
 )
 from arcpipe.models.varc import EMBED_INIT_STD, VARCViT
+from arcpipe.models.varc_unet import VARCUNet
 from arcpipe.safeload import torch_load
 
 log = logging.getLogger(__name__)
@@ -84,6 +89,9 @@ _REQUIRED = {
 VARC_PREFIX = "_orig_mod."  # upstream VARC compiles its model before saving it
 VARC_ARGS = ("image_size", "patch_size", "embed_dim", "depth", "num_heads", "mlp_dim", "dropout", "num_colors")
 VARC_TASK_TABLE = "task_token_embed.weight"
+# upstream's --unet-size -> the varc-unet preset; upstream's other U-Net arguments are image_size and num_colors
+UNET_SIZES = {"small": "small", "medium": "medium", "big": "arc"}
+UNET_ARGS = ("image_size", "num_colors")
 _LOW_PRECISION_KEYS = re.compile(r"(^|\.)(H_init|L_init|init_hidden|dwconv\.weight|dwconv\.bias)$")
 
 
@@ -233,13 +241,13 @@ def import_upstream(
         raise ArcpipeError(f"model import: unknown --arch {arch!r}; choose one of {', '.join(CONFIGS)}")
     if not ckpt_path.is_file():
         raise ArcpipeError(f"{ckpt_path}: no such checkpoint file")
-    if arch == "varc":
+    if arch in VARC_ARCHS:
         if config_path is not None:
             raise ArcpipeError(
-                f"model import --arch varc: {config_path} not read: an upstream VARC checkpoint holds its own config; "
-                "leave out --config"
+                f"model import --arch {arch}: {config_path} not read: an upstream VARC checkpoint holds its own "
+                "config; leave out --config"
             )
-        return _import_varc(ckpt_path, Path(out_path), dataset_dir)
+        return _import_varc(arch, ckpt_path, Path(out_path), dataset_dir)
     if config_path is None:
         raise ArcpipeError(f"model import --arch {arch}: --config is required (the all_config.yaml saved with it)")
     config_path = Path(config_path)
@@ -326,7 +334,7 @@ def export_upstream(ckpt: str | Path, out: str | Path) -> Path:
     """
     ckpt, out = Path(ckpt), Path(out)
     data = read_weights(ckpt)
-    if data["arch"] == "varc":
+    if data["arch"] in VARC_ARCHS:
         return _export_varc(data, ckpt, out)
     imported = data.get("imported_from") or {}
     prefix = imported.get("prefix", UPSTREAM_PREFIX)
@@ -353,9 +361,10 @@ def core_of(head: nn.Module) -> nn.Module:
     return head.model.inner  # type: ignore[union-attr,return-value]
 
 
-def _import_varc(ckpt_path: Path, out_path: Path, dataset_dir: str | Path | None) -> dict[str, Any]:
-    """An upstream VARC checkpoint to arcpipe weights: one `_orig_mod.` stripped from the keys (as upstream's loader
-    does), VARCConfig from the checkpoint's `config` (upstream's args), num_puzzle_identifiers from the task tokens.
+def _import_varc(arch: str, ckpt_path: Path, out_path: Path, dataset_dir: str | Path | None) -> dict[str, Any]:
+    """An upstream VARC checkpoint (ViT or U-Net, `arch`) to arcpipe weights: one `_orig_mod.` stripped from the keys
+    (as upstream's loader does), the config from the checkpoint's `config` (upstream's args), num_puzzle_identifiers
+    from the task tokens.
 
     With `dataset_dir` whose number of puzzle identifiers differs from the table's rows, the table starts afresh
     from upstream's init (trunc-normal, std 0.02; seeded, so an import is reproducible), as upstream's test-time
@@ -370,7 +379,7 @@ def _import_varc(ckpt_path: Path, out_path: Path, dataset_dir: str | Path | None
     args = raw.get("config")
     if not isinstance(args, Mapping):
         raise ArcpipeError(f"{ckpt_path}: no `config` (upstream's arguments) in the checkpoint; cannot size the model")
-    arch_cfg = _varc_config_from_args(args, ckpt_path)
+    arch_cfg = _varc_config_from_args(arch, args, ckpt_path)
     flat = raw["model_state"]
     prefix = VARC_PREFIX if flat and all(k.startswith(VARC_PREFIX) for k in flat) else ""
     state = {k.removeprefix(prefix): v for k, v in flat.items()}
@@ -404,10 +413,11 @@ def _import_varc(ckpt_path: Path, out_path: Path, dataset_dir: str | Path | None
         log.info("%s: no --dataset given: no identifiers.json hash recorded", ckpt_path)
 
     with torch.device("meta"):
-        expected = VARCViT(arch_cfg, num_tasks=dataset["num_puzzle_identifiers"]).state_dict()
+        backbone = VARCUNet if arch == "varc-unet" else VARCViT
+        expected = backbone(arch_cfg, num_tasks=dataset["num_puzzle_identifiers"]).state_dict()
     check_keys(expected, state, source=ckpt_path)
     meta_out = {
-        "arch": "varc",
+        "arch": arch,
         "arch_config": arch_cfg.model_dump(mode="json"),
         "dataset": dataset,
         "identifiers_sha256": identifiers,
@@ -425,16 +435,22 @@ def _import_varc(ckpt_path: Path, out_path: Path, dataset_dir: str | Path | None
     }
     _write(out_path, {"format": FORMAT, "arcpipe_version": getattr(arcpipe, "__version__", None), **meta_out,
                       "model": state})  # fmt: skip
-    log.info("imported %s (varc, prefix %r) -> %s", ckpt_path, prefix, out_path)
+    log.info("imported %s (%s, prefix %r) -> %s", ckpt_path, arch, prefix, out_path)
     return meta_out
 
 
-def _varc_config_from_args(args: Mapping[str, Any], source: Path) -> Any:
-    """VARCConfig from upstream's `vars(args)` (utils/args.py: --image-size is `image_size`, and so on)."""
+def _varc_config_from_args(arch: str, args: Mapping[str, Any], source: Path) -> Any:
+    """VARCConfig or VARCUNetConfig from upstream's `vars(args)` (utils/args.py: --image-size is `image_size`, and so
+    on; the U-Net's widths come from --unet-size alone, as upstream's ARCUNet picks them)."""
     problems = []
-    if args.get("architecture", "vit") != "vit":
-        problems.append(f"architecture={args['architecture']!r} (only VARC-ViT is supported, not the U-Net)")
-    missing = [k for k in VARC_ARGS if k not in args]
+    architecture = args.get("architecture", "vit")
+    if architecture != ("unet" if arch == "varc-unet" else "vit"):
+        other = "varc-unet" if architecture == "unet" else "varc"
+        problems.append(f"architecture={architecture!r}: import it with --arch {other}")
+    names = UNET_ARGS + ("unet_size",) if arch == "varc-unet" else VARC_ARGS
+    if arch == "varc-unet" and "unet_size" in args and args["unet_size"] not in UNET_SIZES:
+        problems.append(f"unet_size={args['unet_size']!r}, not one of {', '.join(UNET_SIZES)}")
+    missing = [k for k in names if k not in args]
     if missing:
         problems.append(f"{', '.join(missing)} missing from its config")
     if args.get("num_task_tokens", 1) != 1:
@@ -443,6 +459,8 @@ def _varc_config_from_args(args: Mapping[str, Any], source: Path) -> Any:
     if problems:
         raise ArcpipeError(f"{source}: unsupported VARC checkpoint: {'; '.join(problems)}")
     try:
+        if arch == "varc-unet":
+            return make_arch_config(arch, UNET_SIZES[args["unet_size"]], {k: args[k] for k in UNET_ARGS})
         return make_arch_config("varc", "arc", {k: args[k] for k in VARC_ARGS})
     except ValueError as err:
         raise ArcpipeError(f"{source}: {err}") from None
@@ -456,12 +474,28 @@ def _export_varc(data: Mapping[str, Any], ckpt: Path, out: Path) -> Path:
     from_upstream = imported.get("layout") == "varc"
     prefix = imported.get("prefix", VARC_PREFIX) if from_upstream else VARC_PREFIX
     args = dict(data.get("run_config") or {}) if from_upstream else {}
-    args.update(architecture="vit", **{k: data["arch_config"][k] for k in VARC_ARGS})
+    cfg = data["arch_config"]
+    if data["arch"] == "varc-unet":
+        args.update(architecture="unet", unet_size=_unet_size(cfg, ckpt), **{k: cfg[k] for k in UNET_ARGS})
+    else:
+        args.update(architecture="vit", **{k: cfg[k] for k in VARC_ARGS})
     payload: dict[str, Any] = {"model_state": {prefix + k: v for k, v in data["model"].items()}, "config": args}
     payload.update({k: imported[k] for k in ("epoch", "best_eval_accuracy") if k in imported})
     _write(out, payload)
     log.info("exported %s -> %s (varc layout, prefix %r)", ckpt, out, prefix)
     return out
+
+
+def _unet_size(cfg: Mapping[str, Any], source: Path) -> str:
+    """Upstream's --unet-size of a varc-unet config: upstream builds only its three sizes (any image_size)."""
+    for size, preset in UNET_SIZES.items():
+        widths = make_arch_config("varc-unet", preset, {"image_size": cfg["image_size"]}).model_dump()
+        if widths == dict(cfg):
+            return size
+    raise ArcpipeError(
+        f"{source}: this varc-unet config is none of upstream's sizes ({', '.join(UNET_SIZES)}: presets "
+        f"{', '.join(UNET_SIZES.values())}); upstream's ARCUNet could not build it"
+    )
 
 
 def _arch_config_from_upstream(arch: str, cfg: Mapping[str, Any], source: Path) -> Any:

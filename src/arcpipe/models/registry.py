@@ -21,6 +21,7 @@ from torch import nn
 from arcpipe.config.arch import (  # noqa: F401  (re-exported: the registry is where callers look)
     CONFIGS,
     PRESETS,
+    VARC_ARCHS,
     ArchConfig,
     HRMConfig,
     TransformerConfig,
@@ -64,7 +65,7 @@ def build_model(
     `head.compile()` (nn.Module.compile keeps the keys) or compile `head.step`.
     """
     dtype = forward_dtype or default_forward_dtype(device)
-    if arch_cfg.name == "varc":  # one forward pass on a canvas: its own head with the loss head's interface
+    if arch_cfg.name in VARC_ARCHS:  # one forward pass on a canvas: its own head with the loss head's interface
         with torch.device(device):
             return build_varc(  # type: ignore[return-value]
                 arch_cfg,

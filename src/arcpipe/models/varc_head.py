@@ -1,4 +1,4 @@
-"""VARC's training and evaluation step on arcpipe's batches: the canvas, the ViT, upstream's loss, answers as tokens.
+"""VARC's training and evaluation step on arcpipe's batches: the canvas, the model, upstream's loss, answers as tokens.
 
     head = build_model(make_arch_config("varc", "tiny", {}), vocab_size=12, seq_len=900, num_puzzle_identifiers=N,
                        batch_size=B, device="cpu")
@@ -14,7 +14,8 @@ serve it unchanged. One step, inside the step (on the device, no host sync, so i
    upstream's distribution (`canvas.draw_placement`: scale uniform in 1..(canvas-2)//largest side, offset uniform in
    what is left). The row's puzzle identifier is its task token: every augmented view of a puzzle has its own, as
    every pseudo-task file of upstream's test-time training has.
-2. The ViT (models/varc.py) maps the input canvas to 12 logits per pixel.
+2. The model, VARC-ViT (models/varc.py, arch `varc`) or VARC-Unet (models/varc_unet.py, arch `varc-unet`), maps
+   the input canvas to 12 logits per pixel; the rest of the step is the same for both, as upstream's is.
 3. The loss is upstream's: per-pixel cross entropy over the output grid and its border, the background (10)
    ignored, **averaged over the micro-batch's pixels** (not per row, as the other architectures' loss head does).
    It is returned times the rows of the micro-batch, because the trainer divides every loss by the global batch
@@ -42,10 +43,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from arcpipe.config.arch import VARCConfig
+from arcpipe.config.arch import VARCConfig, VARCUNetConfig
 from arcpipe.data import canvas
 from arcpipe.models.act import Carry
 from arcpipe.models.varc import VARCViT
+from arcpipe.models.varc_unet import VARCUNet
 
 DRAWS_PER_ROW = 3  # scale, row offset, column offset
 CANVAS_RULE = (
@@ -55,12 +57,12 @@ CANVAS_RULE = (
 
 
 class VARCModel(nn.Module):
-    """The ViT under the name `inner` (state-dict keys `model.inner.<upstream name>`, as every arcpipe model), and
-    `max_steps` = 1 for the callers that run a model's ACT steps."""
+    """The ViT or the U-Net under the name `inner` (state-dict keys `model.inner.<upstream name>`, as every arcpipe
+    model), and `max_steps` = 1 for the callers that run a model's ACT steps."""
 
     max_steps = 1
 
-    def __init__(self, inner: VARCViT) -> None:
+    def __init__(self, inner: VARCViT | VARCUNet) -> None:
         super().__init__()
         self.inner = inner
 
@@ -70,7 +72,7 @@ class VARCHead(nn.Module):
 
     draws_per_row = DRAWS_PER_ROW  # callers put `canvas_draws` (B, 3) into every batch of a head that has this
 
-    def __init__(self, model: VARCModel, config: VARCConfig, forward_dtype: torch.dtype) -> None:
+    def __init__(self, model: VARCModel, config: VARCConfig | VARCUNetConfig, forward_dtype: torch.dtype) -> None:
         super().__init__()
         self.model = model
         self.config = config
@@ -149,12 +151,18 @@ class VARCHead(nn.Module):
 
 
 def build_varc(
-    config: VARCConfig, *, vocab_size: int, seq_len: int, num_puzzle_identifiers: int, forward_dtype: torch.dtype
+    config: VARCConfig | VARCUNetConfig,
+    *,
+    vocab_size: int,
+    seq_len: int,
+    num_puzzle_identifiers: int,
+    forward_dtype: torch.dtype,
 ) -> VARCHead:
     """The head of a VARC model for a dataset of arcpipe's ARC format (vocabulary 12, 30 x 30 maps)."""
     if vocab_size != 12 or seq_len != 900:
         raise ValueError(
-            f"varc reads ARC grids in arcpipe's 30x30 token format (vocab_size 12, seq_len 900); this dataset has "
-            f"vocab_size {vocab_size}, seq_len {seq_len}"
+            f"{config.name} reads ARC grids in arcpipe's 30x30 token format (vocab_size 12, seq_len 900); this dataset "
+            f"has vocab_size {vocab_size}, seq_len {seq_len}"
         )
-    return VARCHead(VARCModel(VARCViT(config, num_tasks=num_puzzle_identifiers)), config, forward_dtype)
+    backbone = VARCUNet if isinstance(config, VARCUNetConfig) else VARCViT
+    return VARCHead(VARCModel(backbone(config, num_tasks=num_puzzle_identifiers)), config, forward_dtype)

@@ -35,7 +35,7 @@ from modelkit import ARCHS, make_batch, preset_head, tiny_head
 from torch._dynamo.testing import CompileCounterWithBackend
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from arcpipe.config.arch import PRESETS
+from arcpipe.config.arch import PRESETS, VARC_ARCHS
 from arcpipe.eval.infer import predict
 from arcpipe.optim import EMA, make_optimizers
 from arcpipe.train.distributed import DistEnv
@@ -287,14 +287,15 @@ def test_evaluation_runs_exactly_halt_max_steps_as_the_old_loop(arch: str) -> No
 # goes through aot_eager (dynamo, then AOT autograd's joint forward and backward graph, as torch.compile in
 # train/loop.py does before inductor); the evaluation step too, under no_grad (one inference graph, compiled once
 # over every ACT step), as eval/infer.py compiles it on CUDA before inductor.
-# VARC is one ViT pass over a canvas, not this recursive structure: its whole-graph compile is in test_varc.py.
-# URM's `default` preset differs from its `arc` in counts alone (loops, cycles, layers: the same fields, the same
-# code), and tracing it (96 block applications and their backward) took 44 s of a CI worker: `arc` stands for both
+# VARC is one ViT or U-Net pass over a canvas, not this recursive structure: its whole-graph compile is in
+# test_varc.py and test_varc_unet.py. URM's `default` preset differs from its `arc` in counts alone (loops, cycles,
+# layers: the same fields, the same code), and tracing it (96 block applications and their backward) took 44 s of
+# a CI worker: `arc` stands for both
 SAME_STRUCTURE_AS_ARC = {("urm", "default")}
 PUBLISHED = [
     (arch, preset)
     for arch, presets in PRESETS.items()
-    if arch != "varc"
+    if arch not in VARC_ARCHS
     for preset in presets
     if preset != "tiny" and (arch, preset) not in SAME_STRUCTURE_AS_ARC
 ]

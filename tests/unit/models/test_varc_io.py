@@ -120,7 +120,7 @@ def test_dataset_with_other_task_count_gets_a_fresh_seeded_task_table(tmp_path: 
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"config": {**ARGS, "architecture": "unet"}}, r"architecture='unet' \(only VARC-ViT is supported"),
+        ({"config": {**ARGS, "architecture": "unet"}}, r"architecture='unet': import it with --arch varc-unet"),
         ({"config": {k: v for k, v in ARGS.items() if k != "mlp_dim"}}, r"mlp_dim missing from its config"),
         ({"config": {**ARGS, "num_colors": 10}}, r"num_colors: Input should be 12"),
         ({"config": {**ARGS, "depth": 3}}, r"weights do not match the model: 14 missing \(first: encoder.layers.2"),
