@@ -301,7 +301,7 @@ def _add_config(stages: argparse._SubParsersAction) -> None:
 
 def _config_check(args: argparse.Namespace) -> int:
     from arcpipe.config import cost_per_hour, load_config
-    from arcpipe.forecast import forecast_lines
+    from arcpipe.forecast import forecast_lines, forecast_ranges, sweep_forecast_lines
 
     cfg = load_config(args.config)
     for name, run in cfg.runs.items():
@@ -311,15 +311,21 @@ def _config_check(args: argparse.Namespace) -> int:
             f"{run.nodes} node(s) x {run.gpus_per_node} GPU(s), target {run.target}, "
             f"{cost_per_hour(run, cfg.report.gpu_hour_price):.2f}/hour at {cfg.report.gpu_hour_price}/GPU-hour"
             + (f", seed {run.seed} of seed group {run.seed_group}" if run.seed_group else "")
+            + (f", arm {run.sweep.arm} of sweep {run.sweep.name}" if run.sweep else "")
         )
     if cfg.runs:
-        header, *lines, total = forecast_lines(cfg, args.results, list(cfg.runs))
+        ranges = forecast_ranges(cfg, args.results)
+        header, *lines, total = forecast_lines(cfg, args.results, list(cfg.runs), ranges)
         print(header)
         for line in lines:
             print(f"  {line}")
         print(f"  {total}")
+        for sweep in cfg.sweeps:
+            for line in sweep_forecast_lines(cfg, sweep, ranges):
+                print(f"  {line}")
         _memory_warnings(cfg, args.results)
-    print(f"{args.config}: ok ({len(cfg.datasets)} datasets, {len(cfg.runs)} runs)")
+    sweeps = f", {len(cfg.sweeps)} sweeps" if cfg.sweeps else ""
+    print(f"{args.config}: ok ({len(cfg.datasets)} datasets, {len(cfg.runs)} runs{sweeps})")
     return 0
 
 

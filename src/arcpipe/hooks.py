@@ -76,7 +76,7 @@ def print_forecast(cfg: WorkflowConfig, results: Path, argv: list[str]) -> None:
     """The bill before any job runs: per run of the targets named (every run otherwise), steps, FLOPs, GPU-hours and
     cost, a range for a staged run (arcpipe.forecast, as `arcpipe config check` prints it); then a warning per
     micro-batch that will not fit its GPU, by the memory model's shipped or cached figures (nothing computed)."""
-    named = [target for target in ("smoke", "full") if target in argv]
+    named = [target for target in cfg.targets if target in argv]
     listed = sorted({r for t in named for r in cfg.runs_for(t)}) if named else sorted(cfg.runs)
     for line in forecast_lines(cfg, results, listed):
         print(f"arcpipe forecast: {line}", file=sys.stderr)
