@@ -289,7 +289,12 @@ def _add_config(stages: argparse._SubParsersAction) -> None:
     check = verbs.add_parser(
         "check", help="validate a config file and print the plan of its runs and their forecast GPU-hours and cost"
     )
-    check.add_argument("config", type=Path)
+    check.add_argument(
+        "config",
+        type=Path,
+        nargs="+",
+        help="a config file; more files are merged over it as Snakemake merges --configfile (e.g. a sweeps block)",
+    )
     check.add_argument(
         "--results", type=Path, default=Path("results"), help="where built datasets and doctor records are read"
     )
@@ -300,10 +305,10 @@ def _add_config(stages: argparse._SubParsersAction) -> None:
 
 
 def _config_check(args: argparse.Namespace) -> int:
-    from arcpipe.config import cost_per_hour, load_config
+    from arcpipe.config import cost_per_hour, load_configs
     from arcpipe.forecast import forecast_lines, forecast_ranges, sweep_forecast_lines
 
-    cfg = load_config(args.config)
+    cfg = load_configs(args.config)
     for name, run in cfg.runs.items():
         print(
             f"{name}: {run.arch}/{run.preset} on {run.dataset}, {run.epochs} epochs, "
@@ -325,7 +330,7 @@ def _config_check(args: argparse.Namespace) -> int:
                 print(f"  {line}")
         _memory_warnings(cfg, args.results)
     sweeps = f", {len(cfg.sweeps)} sweeps" if cfg.sweeps else ""
-    print(f"{args.config}: ok ({len(cfg.datasets)} datasets, {len(cfg.runs)} runs{sweeps})")
+    print(f"{' + '.join(map(str, args.config))}: ok ({len(cfg.datasets)} datasets, {len(cfg.runs)} runs{sweeps})")
     return 0
 
 

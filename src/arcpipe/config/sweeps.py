@@ -87,16 +87,15 @@ def arm_name(sweep: str, values: Mapping[str, Any]) -> str:
 
 
 def spelling(value: Any) -> str:
-    """A value as it appears in an arm's name: true/false, none, a whole number without `.0` (so 1 and 1.0 are one
-    arm), another float in Python's shortest round-trip form with a plain exponent (0.0003, 1e-5), text as it is."""
+    """A value as it appears in an arm's name: true/false, none, a float in Python's shortest round-trip form without
+    `.0` (so 1 and 1.0 spell alike) and with a plain exponent (0.0003, 1e-5, 2.5e20), an int or text as it is."""
     if isinstance(value, bool):
         return str(value).lower()
     if value is None:
         return "none"
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
     if isinstance(value, float):
         mantissa, _, exponent = repr(value).partition("e")
+        mantissa = mantissa.removesuffix(".0")
         return f"{mantissa}e{int(exponent)}" if exponent else mantissa
     return str(value)
 
