@@ -62,6 +62,19 @@ rule full:
         FULL_REPORT,
 
 
+# `snakemake sweep_<name>`: every arm of sweep <name> (config `sweeps:`, docs/sweeps.md), trained and evaluated;
+# its arms are ordinary runs with the base run's target, so `snakemake full` builds them too
+# TODO(#36): the sweep's ablation table, and successive halving across its arms
+for target in CFG.sweep_targets:
+
+    rule:
+        name:
+            target
+        input:
+            datasets_for(target),
+            evaluations_of(target),
+
+
 rule report:
     input:
         REPORT,

@@ -289,7 +289,12 @@ def _add_config(stages: argparse._SubParsersAction) -> None:
     check = verbs.add_parser(
         "check", help="validate a config file and print the plan of its runs and their forecast GPU-hours and cost"
     )
-    check.add_argument("config", type=Path)
+    check.add_argument(
+        "config",
+        type=Path,
+        nargs="+",
+        help="a config file; more files are merged over it as Snakemake merges --configfile (e.g. a sweeps block)",
+    )
     check.add_argument(
         "--results", type=Path, default=Path("results"), help="where built datasets and doctor records are read"
     )
@@ -300,10 +305,10 @@ def _add_config(stages: argparse._SubParsersAction) -> None:
 
 
 def _config_check(args: argparse.Namespace) -> int:
-    from arcpipe.config import cost_per_hour, load_config
-    from arcpipe.forecast import forecast_lines
+    from arcpipe.config import cost_per_hour, load_configs
+    from arcpipe.forecast import forecast_lines, forecast_ranges, sweep_forecast_lines
 
-    cfg = load_config(args.config)
+    cfg = load_configs(args.config)
     for name, run in cfg.runs.items():
         print(
             f"{name}: {run.arch}/{run.preset} on {run.dataset}, {run.epochs} epochs, "
@@ -311,15 +316,21 @@ def _config_check(args: argparse.Namespace) -> int:
             f"{run.nodes} node(s) x {run.gpus_per_node} GPU(s), target {run.target}, "
             f"{cost_per_hour(run, cfg.report.gpu_hour_price):.2f}/hour at {cfg.report.gpu_hour_price}/GPU-hour"
             + (f", seed {run.seed} of seed group {run.seed_group}" if run.seed_group else "")
+            + (f", arm {run.sweep.arm} of sweep {run.sweep.name}" if run.sweep else "")
         )
     if cfg.runs:
-        header, *lines, total = forecast_lines(cfg, args.results, list(cfg.runs))
+        ranges = forecast_ranges(cfg, args.results)
+        header, *lines, total = forecast_lines(cfg, args.results, list(cfg.runs), ranges)
         print(header)
         for line in lines:
             print(f"  {line}")
         print(f"  {total}")
+        for sweep in cfg.sweeps:
+            for line in sweep_forecast_lines(cfg, sweep, ranges):
+                print(f"  {line}")
         _memory_warnings(cfg, args.results)
-    print(f"{args.config}: ok ({len(cfg.datasets)} datasets, {len(cfg.runs)} runs)")
+    sweeps = f", {len(cfg.sweeps)} sweeps" if cfg.sweeps else ""
+    print(f"{' + '.join(map(str, args.config))}: ok ({len(cfg.datasets)} datasets, {len(cfg.runs)} runs{sweeps})")
     return 0
 
 

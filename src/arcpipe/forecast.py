@@ -2,6 +2,7 @@
 
     forecasts = forecast_runs(cfg, Path("results"))   # {run: Forecast}; `arcpipe config check` prints them:
     forecast_header(cfg.report.gpu_hour_price, Path("results")), forecast_line(name, forecasts[name])
+    sweep_forecast_lines(cfg, "depth", forecast_ranges(cfg, Path("results")))   # a sweep, then each of its arms
     forecast_table(cfg, Path("results"))              # the report's columns, one row per run
 
 Steps are upstream's `total_steps` (train/schedule.py: the trainer's schedule and step cap), from the built dataset's
@@ -360,10 +361,16 @@ def _forecast_line(name: str, forecast: Forecast) -> str:
     return line
 
 
-def forecast_lines(cfg: WorkflowConfig, results: Path, names: list[str] | None = None) -> list[str]:
+def forecast_lines(
+    cfg: WorkflowConfig,
+    results: Path,
+    names: list[str] | None = None,
+    ranges: dict[str, tuple[Forecast, Forecast]] | None = None,
+) -> list[str]:
     """What the driver prints before any job runs and `arcpipe config check` prints: the header, one line per run
-    (of `names`, else every run) with its staged range, and the total (a range when a staged run's is)."""
-    ranges = forecast_ranges(cfg, results)
+    (of `names`, else every run) with its staged range, and the total (a range when a staged run's is); `ranges`:
+    `forecast_ranges`' answer when the caller has it already."""
+    ranges = forecast_ranges(cfg, results) if ranges is None else ranges
     names = sorted(ranges) if names is None else names
     lines = [forecast_header(cfg.report.gpu_hour_price, results)]
     lines += [forecast_line(name, ranges[name][1], ranges[name][0]) for name in names]
@@ -376,6 +383,31 @@ def forecast_lines(cfg: WorkflowConfig, results: Path, names: list[str] | None =
     else:
         lines.append(f"in all: {low:,.0f}-{high:,.0f} GPU-h, cost {low_cost:,.0f}-{high_cost:,.0f} (staged runs)")
     return lines
+
+
+def sweep_forecast_lines(cfg: WorkflowConfig, sweep: str, ranges: dict[str, tuple[Forecast, Forecast]]) -> list[str]:
+    """Sweep `sweep` as a whole, then one line per arm (its seeds summed): what `arcpipe config check` prints under
+    the runs' own lines, from `forecast_ranges`' answer. The base run is not counted: it is a run of its own."""
+    arms: dict[str, list[str]] = {}
+    for name in cfg.arms_of(sweep):
+        arms.setdefault(cfg.runs[name].sweep.arm, []).append(name)  # type: ignore[union-attr]
+    runs = [name for names in arms.values() for name in names]
+    seeds = {len(names) for names in arms.values()}
+    shape = (
+        f"{len(arms)} arms x {seeds.pop()} seeds" if len(seeds) == 1 and len(runs) > len(arms) else f"{len(arms)} arms"
+    )
+    lines = [f"sweep {sweep} (base {cfg.sweeps[sweep].base}): {shape} = {len(runs)} runs, {_bill(runs, ranges)}"]
+    lines += [f"  {arm}: {len(names)} run(s), {_bill(names, ranges)}" for arm, names in arms.items()]
+    return lines
+
+
+def _bill(names: list[str], ranges: dict[str, tuple[Forecast, Forecast]]) -> str:
+    """GPU-hours and cost of runs `names` together: a range where a staged run's cheapest outcome is cheaper."""
+    low, high = (sum(ranges[name][i].gpu_hours for name in names) for i in (0, 1))
+    low_cost, high_cost = (sum(ranges[name][i].cost for name in names) for i in (0, 1))
+    if _amount(low) == _amount(high):
+        return f"{_amount(high)} GPU-h, cost {_amount(high_cost)}"
+    return f"{_amount(low)}-{_amount(high)} GPU-h, cost {_amount(low_cost)}-{_amount(high_cost)} (staged runs)"
 
 
 def forecast_header(price: float, results: Path) -> str:

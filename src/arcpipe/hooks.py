@@ -20,7 +20,7 @@ from typing import Any
 from arcpipe.config import WorkflowConfig
 from arcpipe.doctor.memory import fit_problems
 from arcpipe.driver import cancel_leftovers, complete_atomic_outputs, record_executor, register, take_over
-from arcpipe.forecast import forecast_lines
+from arcpipe.forecast import forecast_lines, forecast_ranges, sweep_forecast_lines
 from arcpipe.jobs import partition_problems, slurm_partitions
 from arcpipe.keep import config_drift, planned_jobs, retraining
 
@@ -74,11 +74,17 @@ def stop_on_drift(cfg: WorkflowConfig) -> None:
 
 def print_forecast(cfg: WorkflowConfig, results: Path, argv: list[str]) -> None:
     """The bill before any job runs: per run of the targets named (every run otherwise), steps, FLOPs, GPU-hours and
-    cost, a range for a staged run (arcpipe.forecast, as `arcpipe config check` prints it); then a warning per
-    micro-batch that will not fit its GPU, by the memory model's shipped or cached figures (nothing computed)."""
-    named = [target for target in ("smoke", "full") if target in argv]
+    cost, a range for a staged run, and each sweep named as a target as a whole and per arm (arcpipe.forecast, as
+    `arcpipe config check` prints it); then a warning per micro-batch that will not fit its GPU, by the memory
+    model's shipped or cached figures (nothing computed)."""
+    named = [target for target in cfg.targets if target in argv]
     listed = sorted({r for t in named for r in cfg.runs_for(t)}) if named else sorted(cfg.runs)
-    for line in forecast_lines(cfg, results, listed):
+    ranges = forecast_ranges(cfg, results)
+    lines = forecast_lines(cfg, results, listed, ranges)
+    for sweep, target in zip(cfg.sweeps, cfg.sweep_targets, strict=True):
+        if target in named:  # the sweep as a whole and per arm, as `arcpipe config check` prints it
+            lines += sweep_forecast_lines(cfg, sweep, ranges)
+    for line in lines:
         print(f"arcpipe forecast: {line}", file=sys.stderr)
     for problem in fit_problems(cfg, listed, results)[0]:
         _say(f"warning: {problem}")

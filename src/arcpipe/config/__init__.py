@@ -11,10 +11,11 @@ One module per part of the design, each importing only those above it:
     base.py        ArcpipeError, the Strict base model, problems turned into located pydantic errors
     datasets.py    the four kinds of data source and DatasetConfig
     stop.py        StopConfig (a run's stop rule), QuickEvalConfig (quick and full evaluations), stop_problems
-    runs.py        RunConfig (arch checks, checkpoint and segment schedule, devices, GateConfig); which fields only
-                   say how a run is executed (EXECUTION_FIELDS, training_changes); cost_per_hour
+    runs.py        RunConfig (arch checks, checkpoint and segment schedule, devices, GateConfig, SweepArm); which
+                   fields only say how a run is executed (EXECUTION_FIELDS, training_changes); cost_per_hour
     evaluation.py  EvaluationConfig, ReportConfig, KaggleConfig
-    workflow.py    WorkflowConfig: seeds expansion and the checks across sections; json_schema
+    sweeps.py      SweepConfig (a base run over a grid of values), expand_sweeps, arm_name
+    workflow.py    WorkflowConfig: sweeps and seeds expansion and the checks across sections; json_schema
     load.py        read and validate a file, one line per problem, did-you-mean for misspelt keys
     dump.py        config_hash, write_yaml_atomic
 
@@ -37,6 +38,7 @@ from arcpipe.config.load import (
     evaluation_config_from,
     format_validation_error,
     load_config,
+    load_configs,
     load_evaluation_config,
     read_config_yaml,
     validate_config,
@@ -74,6 +76,7 @@ __all__ = [
     "format_validation_error",
     "json_schema",
     "load_config",
+    "load_configs",
     "load_evaluation_config",
     "read_config_yaml",
     "stop_problems",

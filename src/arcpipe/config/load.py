@@ -5,7 +5,7 @@ did-you-mean for a misspelt key."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, get_args
 
@@ -20,6 +20,17 @@ from arcpipe.config.workflow import WorkflowConfig
 def load_config(path: str | Path) -> WorkflowConfig:
     """Read and validate a config file; errors name the file and the field."""
     return validate_config(read_config_yaml(path), source=str(path))
+
+
+def load_configs(paths: Sequence[str | Path]) -> WorkflowConfig:
+    """Several files merged as Snakemake merges `--configfile` over the Snakefile's configfile (each later file's
+    mappings into the earlier ones key by key, any other value replaced), then validated; errors name every file.
+    `arcpipe config check config/config.yaml config/sweeps-example.yaml` sees what `snakemake --configfile
+    config/sweeps-example.yaml` sees."""
+    raw: Any = {}
+    for path in paths:
+        raw = _merged(raw, read_config_yaml(path))
+    return validate_config(raw, source=" + ".join(map(str, paths)))
 
 
 def load_evaluation_config(path: str | Path) -> EvaluationConfig:
@@ -113,6 +124,12 @@ def validation_problems(err: ValidationError) -> list[str]:
 def format_validation_error(err: ValidationError) -> str:
     """All problems of a ValidationError on one line."""
     return "; ".join(validation_problems(err))
+
+
+def _merged(base: Any, overlay: Any) -> Any:
+    if not isinstance(base, Mapping) or not isinstance(overlay, Mapping):
+        return overlay
+    return {**base, **{key: _merged(base.get(key), value) for key, value in overlay.items()}}
 
 
 def _shown(path: str | Path) -> str:

@@ -50,6 +50,15 @@ class TTTConfig(Strict):
     jobs: int = Field(default=400, gt=0)
 
 
+class SweepArm(Strict):
+    """Which sweep and arm a run was expanded from, and the arm's values (config/sweeps.py): a label for the report,
+    like seed_group; it never changes what the run computes."""
+
+    name: str  # the sweep: sweeps.<name>
+    arm: str  # the run's name before its seeds expand (its seed_group when it has seeds)
+    values: dict[str, Any]  # grid field -> this arm's value, as typed by the run's schema
+
+
 class RunConfig(Strict):
     dataset: str
     arch: Literal["trm", "hrm", "urm", "transformer", "varc", "varc-unet"]
@@ -82,6 +91,7 @@ class RunConfig(Strict):
     # with its own outputs and W&B run) whose seed_group is {run}; the report aggregates each group over seeds
     seeds: list[StrictInt] | None = Field(default=None, exclude=True)
     seed_group: str | None = None  # dumped only when set: runs without seeds hash and compare as before
+    sweep: SweepArm | None = None  # set by a sweep's expansion (config/sweeps.py); dumped only when set
 
     nodes: int = Field(default=1, gt=0)
     gpus_per_node: int = Field(default=0, ge=0)  # 0: CPU
@@ -168,6 +178,7 @@ class RunConfig(Strict):
         data = handler(self)
         for key in (
             "seed_group",
+            "sweep",
             "gpu",
             "gate",
             "stop",
@@ -268,6 +279,7 @@ EXECUTION_FIELDS = frozenset(
         "eval_batch_size",
         "eval_runtime_minutes",
         "seed_group",  # a label the report groups by
+        "sweep",  # a label too: which sweep and arm, and the arm's values (already in the run's own fields)
         "gate",  # decides whether the run starts, not what it computes
         "stop",  # decides where the run ends, not what it computes
         "gpu",  # only the forecast reads it

@@ -1,6 +1,6 @@
-"""The whole config file: datasets x runs (each `seeds` list expanded into one run per seed), evaluation, report
-and Kaggle, and the checks that cross them: references between sections and limits that depend on more than one
-section. `config/schema.json` is this model's JSON schema."""
+"""The whole config file: datasets x runs (each sweep expanded into one run per arm, then each `seeds` list into
+one run per seed), evaluation, report and Kaggle, and the checks that cross them: references between sections
+and limits that depend on more than one section. `config/schema.json` is this model's JSON schema."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from arcpipe.config.datasets import DatasetConfig
 from arcpipe.config.evaluation import EvaluationConfig, KaggleConfig, ReportConfig
 from arcpipe.config.runs import RunConfig
 from arcpipe.config.stop import stop_problems
+from arcpipe.config.sweeps import TARGET_PREFIX, SweepConfig, expand_sweeps
 from arcpipe.names import case_collisions, check_name
 
 log = logging.getLogger("arcpipe.config")
@@ -28,8 +29,27 @@ class WorkflowConfig(Strict):
     evaluation: EvaluationConfig = EvaluationConfig()
     report: ReportConfig = ReportConfig()
     kaggle: KaggleConfig = KaggleConfig()
+    # name -> a base run copied over a grid of values into runs of their own (config/sweeps.py, docs/sweeps.md)
+    sweeps: dict[str, SweepConfig] = Field(default_factory=dict)
 
     @model_validator(mode="before")
+    @classmethod
+    def _expand(cls, data: Any) -> Any:
+        """Sweeps first, so that a sweep's `seeds` (or its base's) expands each arm as any run's would."""
+        return cls._expand_seeds(cls._expand_sweeps(data))
+
+    @classmethod
+    def _expand_sweeps(cls, data: Any) -> Any:
+        """Each sweep's arms become runs after the declared ones (config/sweeps.py); the base runs stay as they are."""
+        runs = data.get("runs") if isinstance(data, dict) else None
+        if not isinstance(runs, dict) or not data.get("sweeps"):
+            return data
+        datasets = data.get("datasets")
+        expanded, problems = expand_sweeps(runs, data["sweeps"], datasets if isinstance(datasets, dict) else None)
+        if problems:
+            raise invalid("WorkflowConfig", [((), problem, data["sweeps"]) for problem in problems])
+        return {**data, "runs": expanded}
+
     @classmethod
     def _expand_seeds(cls, data: Any) -> Any:
         """Each run with `seeds: [a, b]` becomes runs `{run}-s{a}`, `{run}-s{b}` in its place, with `seed: a` or b
@@ -66,10 +86,11 @@ class WorkflowConfig(Strict):
             raise invalid("WorkflowConfig", [((), problem, runs) for problem in problems])
         return {**data, "runs": expanded}
 
-    @field_validator("datasets", "runs")
+    @field_validator("datasets", "runs", "sweeps")
     @classmethod
     def _names(cls, value: dict[str, Any]) -> dict[str, Any]:
-        # a run's or dataset's name becomes folders under results/, log files, job names and Kubernetes/SLURM specs
+        # a run's or dataset's name becomes folders under results/, log files, job names and Kubernetes/SLURM specs;
+        # a sweep's begins each of its arms' names and names its target rule
         for name in value:
             check_name(name, "name")
         problems = case_collisions(value, "name")
@@ -164,7 +185,26 @@ class WorkflowConfig(Strict):
         return self
 
     def runs_for(self, target: str) -> list[str]:
+        """The runs a Snakemake target builds: `smoke` and `full` by each run's tag; `sweep_<name>` every arm of
+        sweep <name> (with its seeds)."""
+        sweep = target.removeprefix(TARGET_PREFIX)
+        if target.startswith(TARGET_PREFIX) and sweep in self.sweeps:
+            return self.arms_of(sweep)
         return [name for name, run in self.runs.items() if run.target == target]
+
+    @property
+    def targets(self) -> list[str]:
+        """Every Snakemake target that builds runs: smoke, full, then each sweep's."""
+        return ["smoke", "full", *self.sweep_targets]
+
+    @property
+    def sweep_targets(self) -> list[str]:
+        """`sweep_<name>` per sweep: the Snakefile's target rule of its arms (`runs_for`)."""
+        return [f"{TARGET_PREFIX}{sweep}" for sweep in self.sweeps]
+
+    def arms_of(self, sweep: str) -> list[str]:
+        """Every run expanded from sweep `sweep`, in the grid's order (each arm's seeds together)."""
+        return [name for name, run in self.runs.items() if run.sweep is not None and run.sweep.name == sweep]
 
 
 def json_schema() -> dict[str, Any]:
