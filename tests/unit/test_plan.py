@@ -265,7 +265,10 @@ def test_test_time_training_follows_the_last_boundary_once_trained_and_never_a_g
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"arch": "trm", "preset": "tiny"}, "ttt is test-time training of a canvas model (arch varc or varc-unet), not of trm"),
+        (
+            {"arch": "trm", "preset": "tiny"},
+            "ttt is test-time training of a canvas model (arch varc or varc-unet), not of trm",
+        ),
         ({"stop": {"target": 1.0}}, "ttt follows the run's last boundary, which a stop rule may never train"),
     ],
 )
