@@ -28,7 +28,7 @@ from pathlib import Path
 
 import yaml
 
-from arcpipe.config import ArcpipeError, WorkflowConfig, training_changes
+from arcpipe.config import ArcpipeError, DatasetConfig, WorkflowConfig, training_changes, with_defaults
 
 DATASET_EXECUTION_FIELDS = frozenset({"workers"})
 
@@ -52,7 +52,7 @@ def config_drift(cfg: WorkflowConfig, root: Path = Path(".")) -> list[str]:
         try:
             saved = yaml.safe_load(stored.read_text()) or {}
             saved_run = saved["runs"][name]
-            saved_data = next(iter(saved["datasets"].values()))
+            saved_data = with_defaults(next(iter(saved["datasets"].values())), DatasetConfig)
         except (OSError, yaml.YAMLError, KeyError, TypeError, StopIteration, AttributeError):
             continue  # unreadable: write_run_config rewrites it, and the trainer checks each state it resumes
         changes = training_changes(saved_run, run.model_dump(mode="json"))

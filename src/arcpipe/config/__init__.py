@@ -45,7 +45,15 @@ from arcpipe.config.load import (
     validation_problems,
     workflow_config,
 )
-from arcpipe.config.runs import EXECUTION_FIELDS, GateConfig, RunConfig, compiles, cost_per_hour, training_changes
+from arcpipe.config.runs import (
+    EXECUTION_FIELDS,
+    GateConfig,
+    RunConfig,
+    compiles,
+    cost_per_hour,
+    training_changes,
+    with_defaults,
+)
 from arcpipe.config.stop import QuickEvalConfig, StopConfig, stop_problems
 from arcpipe.config.workflow import MAX_EVALUATIONS, WorkflowConfig, json_schema
 
@@ -81,6 +89,7 @@ __all__ = [
     "read_config_yaml",
     "stop_problems",
     "training_changes",
+    "with_defaults",
     "validate_config",
     "validation_problems",
     "workflow_config",

@@ -9,9 +9,11 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import (
+    BaseModel,
     Field,
     SerializerFunctionWrapHandler,
     StrictInt,
+    TypeAdapter,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -289,8 +291,23 @@ EXECUTION_FIELDS = frozenset(
 
 
 def training_changes(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
-    """`field: old -> new` for every field of two run configs (model_dump) that changes what training computes."""
+    """`field: old -> new` for every field of two run configs (model_dump) that changes what training computes. A
+    field the saved config does not have (written before arcpipe had it) reads as its default, which is what that
+    training did."""
+    saved = with_defaults(saved, RunConfig)
     differing = sorted(
         k for k in current.keys() | saved.keys() if k not in EXECUTION_FIELDS and saved.get(k) != current.get(k)
     )
     return [f"{k}: {saved.get(k)!r} -> {current.get(k)!r}" for k in differing]
+
+
+def with_defaults(saved: dict[str, Any], model: type[BaseModel]) -> dict[str, Any]:
+    """`saved` (a model_dump in JSON mode, perhaps from an older arcpipe) with every field of `model` it lacks set to
+    the field's default, as JSON: a field added later with a default equal to the old behaviour is no change."""
+    filled = dict(saved)
+    for name, field in model.model_fields.items():
+        if name not in filled and not field.is_required():
+            filled[name] = TypeAdapter(field.annotation).dump_python(
+                field.get_default(call_default_factory=True), mode="json"
+            )
+    return filled
