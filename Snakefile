@@ -62,10 +62,33 @@ rule full:
         FULL_REPORT,
 
 
-# `snakemake sweep_<name>`: every arm of sweep <name> (config `sweeps:`, docs/sweeps.md), trained and evaluated;
-# its arms are ordinary runs with the base run's target, so `snakemake full` builds them too
-# TODO(#36): the sweep's ablation table, and successive halving across its arms
+# `snakemake sweep_<name>`: sweep <name>'s base run and every arm (config `sweeps:`, docs/sweeps.md), trained and
+# evaluated, and the sweep's ablation table (results/report/sweeps/<name>/); its arms are ordinary runs with the base
+# run's target, so `snakemake full` builds them too
+# TODO(#36): successive halving across its arms
 for target in CFG.sweep_targets:
+    sweep = target.removeprefix("sweep_")
+
+    rule:
+        name:
+            f"render_ablation_{sweep}"
+        input:
+            metrics=one_input(full_evaluations_of(target)),
+            decisions=one_input(decisions_of(target)),  # waited on, not read
+            train_metrics=one_input(train_metrics_of(target)),
+        output:
+            ablation_files(sweep),
+        log:
+            f"logs/render_ablation/{sweep}.log",
+        conda:
+            "envs/arcpipe.yaml"
+        resources:
+            mem_mb=4000,
+            runtime=30,
+        params:
+            sweep=sweep,
+        script:
+            "workflow/scripts/render_ablation.py"
 
     rule:
         name:
@@ -73,6 +96,7 @@ for target in CFG.sweep_targets:
         input:
             datasets_for(target),
             evaluations_of(target),
+            ablation_files(sweep),
 
 
 rule report:

@@ -309,6 +309,12 @@ def full_evaluations_of(target):
     )
 
 
+def ablation_files(sweep):
+    """A sweep's ablation table and plot (Snakefile: render_ablation_<sweep>, report/render.render_ablation)."""
+    out = f"results/report/sweeps/{sweep}"
+    return [f"{out}/ablation.{ext}" for ext in ("csv", "md", "html", "png")]
+
+
 def decisions_of(target):
     """The stop decisions of the target's runs (records, not metrics: a report waits on them, never reads them)."""
     return per_run(target, at("decisions", plan.DECISION))

@@ -41,7 +41,9 @@ def test_a_sweep_expands_into_one_run_per_combination_named_for_its_values():
     assert (run.arch_overrides, run.ema, run.target, run.seed_group) == ({"H_cycles": 2}, False, "smoke", None)
     assert (run.sweep.name, run.sweep.arm) == ("depth", "depth-H_cycles_2-ema_false")
     assert run.sweep.values == {"arch_overrides.H_cycles": 2, "ema": False}
-    assert cfg.runs_for("sweep_depth") == cfg.arms_of("depth")
+    assert cfg.reference_of("depth") == ["smoke-trm"]  # the base run: the ablation table's reference
+    assert cfg.runs_for("sweep_depth") == ["smoke-trm", *cfg.arms_of("depth")]
+    assert list(cfg.arm_seeds("depth")) == ["smoke-trm", *arms, "depth-H_cycles_2-ema_false"]
     assert set(cfg.arms_of("depth")) < set(cfg.runs_for("smoke"))  # arms keep the base's target
     assert cfg.targets == ["smoke", "full", "sweep_depth"]
 

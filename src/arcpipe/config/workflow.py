@@ -185,11 +185,11 @@ class WorkflowConfig(Strict):
         return self
 
     def runs_for(self, target: str) -> list[str]:
-        """The runs a Snakemake target builds: `smoke` and `full` by each run's tag; `sweep_<name>` every arm of
-        sweep <name> (with its seeds)."""
+        """The runs a Snakemake target builds: `smoke` and `full` by each run's tag; `sweep_<name>` the sweep's base
+        run (its reference) and every arm of sweep <name>, each with its seeds."""
         sweep = target.removeprefix(TARGET_PREFIX)
         if target.startswith(TARGET_PREFIX) and sweep in self.sweeps:
-            return self.arms_of(sweep)
+            return self.reference_of(sweep) + self.arms_of(sweep)
         return [name for name, run in self.runs.items() if run.target == target]
 
     @property
@@ -201,6 +201,21 @@ class WorkflowConfig(Strict):
     def sweep_targets(self) -> list[str]:
         """`sweep_<name>` per sweep: the Snakefile's target rule of its arms (`runs_for`)."""
         return [f"{TARGET_PREFIX}{sweep}" for sweep in self.sweeps]
+
+    def reference_of(self, sweep: str) -> list[str]:
+        """The sweep's base run with its seeds (`base` itself, or `base-s0`, ...): the reference every arm is
+        compared with in the sweep's ablation table (report/ablation.py)."""
+        base = self.sweeps[sweep].base
+        return [n for n, r in self.runs.items() if r.sweep is None and (n == base or r.seed_group == base)]
+
+    def arm_seeds(self, sweep: str) -> dict[str, dict[int, str]]:
+        """arm -> seed -> run of sweep `sweep`, the reference first (under the base run's name), then each arm."""
+        arms: dict[str, dict[int, str]] = {}
+        for name in self.reference_of(sweep):
+            arms.setdefault(self.sweeps[sweep].base, {})[self.runs[name].seed] = name
+        for name in self.arms_of(sweep):
+            arms.setdefault(self.runs[name].sweep.arm, {})[self.runs[name].seed] = name
+        return arms
 
     def arms_of(self, sweep: str) -> list[str]:
         """Every run expanded from sweep `sweep`, in the grid's order (each arm's seeds together)."""

@@ -121,6 +121,26 @@ def plot_depth(curves: pd.DataFrame, out_png: str | Path, ks: Sequence[int] = (1
     _save(fig, out_png)
 
 
+def plot_ablation(table: pd.DataFrame, out_png: str | Path, metric: str = "pass@2") -> None:
+    """A sweep's arms (report/ablation.py's table): `metric` (mean over seeds, its 95% interval as a bar) against
+    the GPU-hours the arm spent, one labelled point per arm, the reference hollow."""
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for _, row in table.iterrows():
+        x, y = float(row.get("gpu_hours", np.nan)), float(row[metric])
+        low, high = float(row[f"{metric}_ci95_low"]), float(row[f"{metric}_ci95_high"])
+        error = None if np.isnan(low) else [[y - low], [high - y]]
+        reference = bool(row["base"])
+        ax.errorbar(
+            x, y, yerr=error, fmt="o", capsize=3, mfc="none" if reference else None, color="C1" if reference else "C0"
+        )
+        ax.annotate(str(row["arm"]) + (" (reference)" if reference else ""), (x, y), fontsize=7, xytext=(4, 3),
+                    textcoords="offset points")  # fmt: skip
+    ax.set_xlabel("GPU-hours (training and evaluation, all seeds)")
+    ax.set_ylabel(f"{metric} (%), mean over seeds")
+    _percent_axis(ax)
+    _save(fig, out_png)
+
+
 def _percent_axis(ax: plt.Axes) -> None:
     """A pass@K axis: from 0 (never a negative tick, as autoscaling all-zero values gives) to at most 100%, and to
     at least 10% so that small numbers (a smoke run's) still show their differences."""

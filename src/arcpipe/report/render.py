@@ -23,6 +23,7 @@ from arcpipe.files import atomic_write_many
 from arcpipe.forecast import forecast_table
 from arcpipe.gates import gate_status
 from arcpipe.plan import stop_records
+from arcpipe.report.ablation import ablation_table
 from arcpipe.report.format import SELECTED_ON_TEST, table_files, write_table
 from arcpipe.report.load import (
     LOSS,
@@ -33,10 +34,10 @@ from arcpipe.report.load import (
     load_report_inputs,
     runs_from_config,
 )
-from arcpipe.report.plots import plot_accuracy, plot_depth, plot_loss, plot_passk
+from arcpipe.report.plots import plot_ablation, plot_accuracy, plot_depth, plot_loss, plot_passk
 from arcpipe.report.quick import quick_notes
 from arcpipe.report.seeds import seed_groups, seed_table
-from arcpipe.report.selection import selection_table
+from arcpipe.report.selection import held_out_tasks, selection_table, task_scores
 from arcpipe.report.summary import compact, hours_spent, summary_table
 from arcpipe.report.tables import (
     N_STEPS,
@@ -85,6 +86,76 @@ def render_workflow_report(
     forecast, statuses, stops = forecast_table(cfg, RESULTS), _statuses(cfg, comparison), _stops(cfg, comparison)
     summary = summary_table(cfg, runs, comparison, selection, hours, forecast, statuses, stops)
     return written + write_summary(out_dir, cfg, summary)
+
+
+def render_ablation(
+    out_dir: str | Path,
+    config: Mapping[str, Any],
+    sweep: str,
+    metrics_paths: Sequence[str | Path],
+    train_metrics_paths: Sequence[str | Path],
+) -> list[Path]:
+    """Sweep `sweep`'s ablation table (report/ablation.py: each arm against the sweep's base run, over seeds and
+    over tasks) as ablation.{csv,md,html}, and its arms' score against GPU-hours as ablation.png, in out_dir.
+    Held out as the report's checkpoint selection holds them out: evaluation.selection_tasks of the test tasks."""
+    cfg = WorkflowConfig.model_validate(dict(config))
+    out_dir, main_k = Path(out_dir), cfg.report.main_k
+    arms, base = cfg.arm_seeds(sweep), cfg.sweeps[sweep].base
+    inputs = load_report_inputs(metrics_paths, train_metrics_paths, per_puzzle=True)
+    held: list[str] = []
+    if cfg.evaluation.selection_tasks and len(inputs.evals):
+        first = inputs.evals.iloc[0]
+        tasks = list(task_scores(inputs.per_puzzle[first["path"]]).index)
+        seed = cfg.datasets[cfg.runs[first["run"]].dataset].seed  # the same draw as the report's selection
+        held = held_out_tasks(tasks, cfg.evaluation.selection_tasks, seed, source=f"sweep {sweep}")
+    hours = hours_spent(inputs.evals, inputs.train[STEP_TIME])
+    ks = tuple(sorted({1, main_k}))
+    table = ablation_table(inputs.evals, inputs.per_puzzle, arms, base, main_k, ks, hours, held)
+    values = {run.sweep.arm: run.sweep.values for run in cfg.runs.values() if run.sweep and run.sweep.name == sweep}
+    table.insert(1, "values", [", ".join(f"{k}={v}" for k, v in values.get(arm, {}).items()) for arm in table["arm"]])
+    seeds = sorted({seed for runs in arms.values() for seed in runs})
+    notes = [
+        f"sweep {sweep}: each arm against its base run {base} (the reference row), at each run's last evaluated "
+        f"checkpoint; seeds {seeds}. Scores in %: pass@K mean over seeds with its 95% Student-t interval.",
+        f"diff_pass@{main_k}: the paired difference over the seeds both have (interval, paired t-test p_seeds); "
+        f"over tasks, each averaged over seeds: wins and losses against the reference, the exact sign test (p_sign) "
+        f"and the bootstrap interval of the mean per-task difference.",
+        f"reported tasks: the test tasks less {len(held)} held out for selection (evaluation.selection_tasks)"
+        if held
+        else "reported tasks: every test task (evaluation.selection_tasks is 0)",
+    ]
+    written = [out_dir / f"ablation.{ext}" for ext in ("csv", "md", "html")]
+    write_table(
+        table, written[0], written[1], f"Ablation: sweep {sweep}", notes, shown=_ablation_shown(table, ks, main_k)
+    )
+    plot_ablation(table, out_dir / "ablation.png", f"pass@{main_k}")
+    return [*written, out_dir / "ablation.png"]
+
+
+def _ablation_shown(table: pd.DataFrame, ks: tuple[int, ...], main_k: int) -> pd.DataFrame:
+    """The ablation table as a paper prints it: each number with its interval in one cell (the CSV keeps them
+    apart)."""
+
+    def cells(mean: str, low: str, high: str) -> list[str]:
+        rows = zip(table[mean], table[low], table[high], strict=True)
+        return [
+            "" if pd.isna(m) else f"{m:.2f}" if pd.isna(lo) else f"{m:.2f} [{lo:.2f}, {hi:.2f}]" for m, lo, hi in rows
+        ]
+
+    shown = pd.DataFrame({"arm": table["arm"], "values": table["values"], "seeds": table["seeds"]})
+    for k in ks:
+        shown[f"pass@{k} (95% CI)"] = cells(f"pass@{k}", f"pass@{k}_ci95_low", f"pass@{k}_ci95_high")
+    if f"diff_pass@{main_k}" in table:
+        shown[f"vs reference, pass@{main_k} (95% CI)"] = cells(f"diff_pass@{main_k}", "diff_ci95_low", "diff_ci95_high")
+        shown["p (seeds, paired t)"] = table["p_seeds"]
+        wins = zip(table["task_wins"], table["task_losses"], strict=True)
+        shown["tasks better / worse"] = ["" if pd.isna(w) else f"{int(w)} / {int(lo)}" for w, lo in wins]
+        shown["p (tasks, sign test)"] = table["p_sign"]
+        boot = zip(table["task_bootstrap_low"], table["task_bootstrap_high"], strict=True)
+        shown["tasks, bootstrap 95% CI"] = ["" if pd.isna(lo) else f"[{lo:.2f}, {hi:.2f}]" for lo, hi in boot]
+    if "gpu_hours" in table:
+        shown["GPU-h"] = table["gpu_hours"]
+    return shown
 
 
 def render_report(

@@ -128,7 +128,7 @@ class WandbMirror:
         self.run = wandb.init(
             project=run.wandb_project,
             name=run_name,
-            group=run.seed_group or run_name,  # the runs of one `seeds:` list side by side
+            **wandb_grouping(run.model_dump(mode="json"), run_name),
             id=wandb_run_id(run_name),
             resume="allow",
             mode=mode,
@@ -154,6 +154,15 @@ def wandb_mode(setting: str, environ: Mapping[str, str] = os.environ) -> str:
     if mode == "auto":
         return "online" if environ.get("WANDB_API_KEY") else "offline"
     return mode
+
+
+def wandb_grouping(run_config: Mapping[str, Any], run_name: str) -> dict[str, str]:
+    """W&B's group and job type of a run: a sweep's arms are one group (`sweep-<name>`), each arm a job type (its
+    seeds side by side); other runs are grouped by their seed group (the runs of one `seeds:` list), else alone."""
+    sweep = run_config.get("sweep")
+    if sweep:
+        return {"group": f"sweep-{sweep['name']}", "job_type": sweep["arm"]}
+    return {"group": run_config.get("seed_group") or run_name}
 
 
 def wandb_run_id(run_name: str) -> str:
@@ -201,7 +210,7 @@ def log_evaluation(run_config: Mapping[str, Any], run_name: str, metrics: Mappin
     with wandb.init(
         project=run_config.get("wandb_project", "arcpipe"),
         name=run_name,
-        group=run_config.get("seed_group") or run_name,
+        **wandb_grouping(run_config, run_name),
         id=wandb_run_id(run_name),
         dir=str(out_dir),
         settings=wandb.Settings(**evaluation_settings(metrics["epoch"])),

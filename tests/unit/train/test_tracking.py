@@ -9,7 +9,14 @@ import pytest
 import wandb
 
 from arcpipe.train import tracking
-from arcpipe.train.tracking import evaluation_record, evaluation_settings, log_evaluation, wandb_mode, wandb_run_id
+from arcpipe.train.tracking import (
+    evaluation_record,
+    evaluation_settings,
+    log_evaluation,
+    wandb_grouping,
+    wandb_mode,
+    wandb_run_id,
+)
 
 METRICS = {
     "step": 120,
@@ -149,3 +156,10 @@ def test_saved_evaluations_are_mirrored_in_epoch_order(
     inits = [kwargs for name, kwargs in fake_init if name == "init"]
     assert [i["settings"].x_label for i in inits] == ["eval-epoch_2", "eval-epoch_10"]
     assert all(i["id"] == wandb_run_id("trm") and i["settings"].mode == "shared" for i in inits)
+
+
+def test_a_sweeps_arms_are_one_wandb_group_and_each_arm_a_job_type() -> None:
+    arm = {"seed_group": "depth-H_cycles_1", "sweep": {"name": "depth", "arm": "depth-H_cycles_1", "values": {}}}
+    assert wandb_grouping(arm, "depth-H_cycles_1-s0") == {"group": "sweep-depth", "job_type": "depth-H_cycles_1"}
+    assert wandb_grouping({"seed_group": "trm-arc1", "sweep": None}, "trm-arc1-s1") == {"group": "trm-arc1"}
+    assert wandb_grouping({}, "trm-arc1") == {"group": "trm-arc1"}
