@@ -65,7 +65,6 @@ rule full:
 # `snakemake sweep_<name>`: sweep <name>'s base run and every arm (config `sweeps:`, docs/sweeps.md), trained and
 # evaluated, and the sweep's ablation table (results/report/sweeps/<name>/); its arms are ordinary runs with the base
 # run's target, so `snakemake full` builds them too
-# TODO(#36): successive halving across its arms
 for target in CFG.sweep_targets:
     sweep = target.removeprefix("sweep_")
 

@@ -36,6 +36,7 @@ wildcard_constraints:
     run=r"[A-Za-z0-9._-]+",
     epoch=r"[1-9][0-9]*",
     k=r"[1-9][0-9]*",  # an ensemble's number of checkpoints: avg_last{k}, pooled_last{k}
+    sweep=r"[A-Za-z0-9._-]+",
 
 
 # the driver: take over from a dead one (its lock, its still-running cluster jobs), then record this one; a run whose
@@ -163,6 +164,10 @@ class WaitingRecords:
     def gate(self, run):
         return plan.read_gate(checkpoints.check_gate.get(run=run).output[0])["passed"]
 
+    def rung(self, sweep, epoch):
+        path = checkpoints.decide_rung.get(sweep=sweep, epoch=epoch).output[0]
+        return tuple(plan.read_rung(path)["kept"])
+
 
 WAITING = WaitingRecords()
 ON_DISK = plan.DiskRecords(Path("results"))
@@ -245,6 +250,16 @@ def gate_settings(wildcards):
 
 def decision_inputs(wildcards):
     return plan.decision_inputs(CFG, wildcards.run, int(wildcards.epoch))
+
+
+def rung_inputs(wildcards):
+    """decide_rung's inputs: the arms still training at the rung (their full evaluations there), the rung before."""
+    return plan.rung_inputs(CFG, wildcards.sweep, int(wildcards.epoch), WAITING)
+
+
+def halving_settings(wildcards):
+    """decide_rung's params: the halving as configured, so a changed eta or metric decides again."""
+    return CFG.sweeps[wildcards.sweep].halving.model_dump(mode="json")
 
 
 def segment_epochs(wildcards):

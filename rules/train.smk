@@ -87,6 +87,25 @@ checkpoint decide_boundary:
         "../workflow/scripts/decide_boundary.py"
 
 
+checkpoint decide_rung:
+    input:
+        unpack(rung_inputs),  # the arms still training: their full evaluations at the rung; the rung before
+    output:
+        "results/sweeps/{sweep}/rungs/epoch_{epoch}.json",
+    log:
+        "logs/decide_rung/{sweep}/epoch_{epoch}.log",
+    localrule: True
+    conda:
+        "../envs/arcpipe.yaml"
+    resources:
+        mem_mb=1000,
+        runtime=5,
+    params:
+        halving=halving_settings,  # a changed eta or metric decides again, and the plan may grow
+    script:
+        "../workflow/scripts/decide_rung.py"
+
+
 rule train_segment:
     input:
         unpack(previous_boundary),  # the previous boundary's ckpt + state; none for the first

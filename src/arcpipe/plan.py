@@ -13,7 +13,10 @@ record (one reader each, below):
 * a stop rule (`runs.<run>.stop`, arcpipe.stopping; results/runs/<run>/decisions/epoch_<E>.json at every segment end
   but the last): the run ends at the first boundary whose decision says stop;
 * the quick/full schedule (`evaluation.quick`; results/eval/<run>/schedule/epoch_<E>.json at every boundary): whether
-  the boundary's full evaluation is due, besides its quick one.
+  the boundary's full evaluation is due, besides its quick one;
+* a halving rung (`sweeps.<name>.halving`, arcpipe.halving; results/sweeps/<name>/rungs/epoch_<E>.json at each rung):
+  which of a sweep's arms go on; an arm it does not keep ends there, as a stop rule ends a run. Its full evaluation
+  at the rung is due whatever the quick schedule says (the rung reads it).
 
 This module is the only place that turns them into a plan: rules/common.smk asks it (its input functions are
 wiring: each asks `run_plan` and formats paths), so do the report, the driver's end-of-run lines and the forecast.
@@ -58,6 +61,7 @@ QUICK = "results/eval/{run}/epoch_{epoch}/quick/metrics.json"
 DECISION = "results/runs/{run}/decisions/epoch_{epoch}.json"
 SCHEDULE = "results/eval/{run}/schedule/epoch_{epoch}.json"
 GATE = "results/gates/{run}.json"
+RUNG = "results/sweeps/{sweep}/rungs/epoch_{epoch}.json"
 
 
 # -- records: one reader for each kind ------------------------------------------------------------------------------
@@ -86,6 +90,11 @@ def read_gate(path: str | Path) -> dict[str, Any] | None:
     return read_json(path)
 
 
+def read_rung(path: str | Path) -> dict[str, Any] | None:
+    """A halving rung's record (arcpipe.halving.rung_record): `kept`, `stopped`, each arm's score and rank."""
+    return read_json(path)
+
+
 class Records(Protocol):
     """The verdict of each decision record; None while the record does not exist (the plan waits on it)."""
 
@@ -94,6 +103,8 @@ class Records(Protocol):
     def full(self, run: str, epoch: int) -> bool | None: ...
 
     def gate(self, run: str) -> bool | None: ...
+
+    def rung(self, sweep: str, epoch: int) -> tuple[str, ...] | None: ...  # the arms kept there
 
 
 @dataclass(frozen=True)
@@ -115,15 +126,20 @@ class DiskRecords:
     def gate(self, run: str) -> bool | None:
         return self._read(read_gate, GATE, "passed", run=run)
 
+    def rung(self, sweep: str, epoch: int) -> tuple[str, ...] | None:
+        record = read_rung(self.results / RUNG.format(sweep=sweep, epoch=epoch).removeprefix("results/"))
+        return None if record is None else tuple(record["kept"])
+
 
 @dataclass(frozen=True)
 class MemoryRecords:
     """Records held in dictionaries (tests, and what-if plans): {(run, epoch): stop}, {(run, epoch): full},
-    {run: passed}; a missing key is a record not made yet."""
+    {run: passed}, {(sweep, epoch): kept arms}; a missing key is a record not made yet."""
 
     stops: Mapping[tuple[str, int], bool] = field(default_factory=dict)
     fulls: Mapping[tuple[str, int], bool] = field(default_factory=dict)
     gates: Mapping[str, bool] = field(default_factory=dict)
+    rungs: Mapping[tuple[str, int], tuple[str, ...]] = field(default_factory=dict)
 
     def stop(self, run: str, epoch: int) -> bool | None:
         return self.stops.get((run, epoch))
@@ -134,6 +150,9 @@ class MemoryRecords:
     def gate(self, run: str) -> bool | None:
         return self.gates.get(run)
 
+    def rung(self, sweep: str, epoch: int) -> tuple[str, ...] | None:
+        return self.rungs.get((sweep, epoch))
+
 
 # -- the plan -------------------------------------------------------------------------------------------------------
 
@@ -142,14 +161,14 @@ class MemoryRecords:
 class Wait:
     """A decision record the rest of a run's plan depends on, not made yet."""
 
-    kind: Literal["gate", "decision", "schedule"]
-    run: str
+    kind: Literal["gate", "decision", "schedule", "rung"]
+    run: str  # for a rung: the sweep
     epoch: int | None = None
 
     @property
     def path(self) -> str:
-        pattern = {"gate": GATE, "decision": DECISION, "schedule": SCHEDULE}[self.kind]
-        return pattern.format(run=self.run, epoch=self.epoch)
+        pattern = {"gate": GATE, "decision": DECISION, "schedule": SCHEDULE, "rung": RUNG}[self.kind]
+        return pattern.format(run=self.run, sweep=self.run, epoch=self.epoch)
 
 
 @dataclass(frozen=True)
@@ -184,6 +203,8 @@ class RunPlan:
     ensemble: tuple[int, ...]
     waiting: tuple[Wait, ...]
     planned: tuple[int, ...]  # every boundary of the config, trained or not
+    rungs: tuple[int, ...] = ()  # the halving rungs this arm reached (their records asked for)
+    halted_by: str = ""  # the record that ended the run at stopped_at: its stop decision, or its sweep's rung
 
     @property
     def final(self) -> bool:
@@ -199,6 +220,12 @@ class RunPlan:
             return None
         if self.gate is not None and self.gate.state == "closed":
             return f"runs.{self.run}.gate: {self.gate.why}: the run does not train; lower gate.min or remove the gate"
+        if self.stopped_at is not None and epoch > self.stopped_at and "/rungs/" in self.halted_by:
+            return (
+                f"sweeps: halving did not keep arm {self.run} at its rung at epoch {self.stopped_at} (record "
+                f"{self.halted_by}); epochs after it are not trained: raise the sweep's halving.eta or move its rungs "
+                "to keep more arms"
+            )
         if self.stopped_at is not None and epoch > self.stopped_at:
             return (
                 f"runs.{self.run}.stop: the run stopped at epoch {self.stopped_at} (record "
@@ -222,6 +249,8 @@ class RunPlan:
             evaluations.append("full: waits on its schedule" if pending else "no full evaluation (not due)")
         if epoch in self.decisions:
             evaluations.append("stop decision here" + (": stop" if epoch == self.stopped_at else ""))
+        if epoch in self.rungs:
+            evaluations.append("halving rung here" + (": stopped" if epoch == self.stopped_at else ""))
         return f"{self.run} epoch {epoch}: trained; " + "; ".join(evaluations)
 
 
@@ -229,7 +258,13 @@ def is_static(cfg: WorkflowConfig, name: str) -> bool:
     """Whether a run's plan comes from the config alone (no gate, no stop rule, no quick schedule): then every
     boundary is trained and fully evaluated, and no record is asked for."""
     run = cfg.runs[name]
-    return run.gate is None and run.stop is None and cfg.evaluation.quick is None
+    return run.gate is None and run.stop is None and cfg.evaluation.quick is None and halving_of(cfg, name) is None
+
+
+def halving_of(cfg: WorkflowConfig, name: str) -> Any:
+    """The HalvingConfig of the sweep whose arm run `name` is, or None (not an arm, or a sweep without halving)."""
+    tag = cfg.runs[name].sweep
+    return None if tag is None or tag.name not in cfg.sweeps else cfg.sweeps[tag.name].halving
 
 
 def gate_reading(cfg: WorkflowConfig, name: str, records: Records) -> tuple[str, int | None, tuple[Wait, ...], str]:
@@ -266,11 +301,22 @@ def run_plan(
     if gate is not None and gate.state != "open":
         return RunPlan(name, gate, (), (), (), (), {}, None, (), gate_waits, planned)
 
-    trained, decisions, waiting = [], [], []
-    stopped_at = None
+    trained, decisions, waiting, rungs = [], [], [], []
+    stopped_at, halted_by = None, ""
     ends = set(run.segment_ends()[:-1]) if run.stop is not None else set()  # the last: nothing left to decide
+    halving = halving_of(cfg, name)
+    rung_epochs = set(halving.rungs) if halving is not None else set()
     for epoch in planned:
         trained.append(epoch)
+        if epoch in rung_epochs and (until is None or epoch < until):
+            rungs.append(epoch)
+            kept = records.rung(run.sweep.name, epoch)
+            if kept is None:
+                waiting.append(Wait("rung", run.sweep.name, epoch))
+                break
+            if run.sweep.arm not in kept:
+                stopped_at, halted_by = epoch, RUNG.format(sweep=run.sweep.name, epoch=epoch)
+                break
         if epoch in ends and (until is None or epoch < until):
             decisions.append(epoch)
             verdict = records.stop(name, epoch)
@@ -278,7 +324,7 @@ def run_plan(
                 waiting.append(Wait("decision", name, epoch))
                 break
             if verdict:
-                stopped_at = epoch
+                stopped_at, halted_by = epoch, DECISION.format(run=name, epoch=epoch)
                 break
 
     quick = tuple(trained) if cfg.evaluation.quick is not None else ()
@@ -294,9 +340,11 @@ def run_plan(
                 reasons[epoch] = "due by the quick schedule"
     for reader, epoch in _gate_readers(cfg, name, trained, stopped_at):
         reasons.setdefault(epoch, f"read by the gate of {reader}")
+    for epoch in rungs:
+        reasons.setdefault(epoch, f"read by the halving rung of sweep {run.sweep.name}")
 
     k = cfg.evaluation.ensemble_last or 0
-    finished = until is None and not any(w.kind == "decision" for w in waiting)
+    finished = until is None and not any(w.kind in ("decision", "rung") for w in waiting)
     return RunPlan(
         run=name,
         gate=gate,
@@ -309,6 +357,8 @@ def run_plan(
         ensemble=tuple(trained[-k:]) if k and finished and len(trained) >= k else (),
         waiting=tuple(waiting),
         planned=planned,
+        rungs=tuple(rungs),
+        halted_by=halted_by,
     )
 
 
@@ -444,6 +494,21 @@ def stop_records(cfg: WorkflowConfig, results: Path, names: list[str]) -> dict[s
             path = DECISION.format(run=name, epoch=plan.stopped_at).removeprefix("results/")
             stopped[name] = read_decision(results / path)
     return stopped
+
+
+def rung_inputs(cfg: WorkflowConfig, sweep: str, epoch: int, records: Records) -> dict[str, list[str]]:
+    """A halving rung's inputs (rule decide_rung): the full evaluation at `epoch` of every seed of each arm still
+    training there (kept at every earlier rung: the record of the one before is asked for), and that record."""
+    earlier = [r for r in cfg.sweeps[sweep].halving.rungs if r < epoch]
+    alive = None
+    if earlier:
+        kept = records.rung(sweep, earlier[-1])
+        alive = set(kept or ())
+    arms = [n for n in cfg.arms_of(sweep) if alive is None or cfg.runs[n].sweep.arm in alive]
+    return {
+        "metrics": [FULL.format(run=name, epoch=epoch) for name in arms],
+        "previous": [RUNG.format(sweep=sweep, epoch=earlier[-1])] if earlier else [],
+    }
 
 
 def decision_inputs(cfg: WorkflowConfig, name: str, epoch: int) -> dict[str, Any]:

@@ -7,6 +7,7 @@ ablation's statistics do not depend on how many views there are); the grid sweep
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -63,3 +64,36 @@ def test_adding_a_value_later_trains_only_the_new_arm(swept: Path) -> None:
     assert trained == ["lr-lr_0.01-s0", "lr-lr_0.01-s1"]
     table = pd.read_csv(swept / "results/report/sweeps/lr/ablation.csv")
     assert list(table["arm"]) == ["smoke-trm", *ARMS, "lr-lr_0.01"]
+
+
+# successive halving: smoke-trm for 4 epochs in segments of one checkpoint, a rung at epoch 2 keeping the best half
+HALVED = {
+    "datasets": {"smoke": {"num_aug": 1}},
+    "runs": {"smoke-trm": {"epochs": 4, "segment_evals": 1}},
+    "sweeps": {"h": {"base": "smoke-trm", "grid": {"lr": [3.0e-4, 3.0e-3]}, "halving": {"rungs": [2], "eta": 2}}},
+}
+
+
+@pytest.fixture(scope="module")
+def halved(tmp_path_factory) -> Path:
+    work = tmp_path_factory.mktemp("halved")
+    proc = snakemake(work, HALVED, "sweep_h", "--cores", "2", name="halved.yaml", timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-4000:]
+    assert "arcpipe: halving: sweep h rung at epoch 2" in proc.stderr
+    return work
+
+
+def test_halving_stops_the_lower_ranked_half_at_the_rung_and_the_rest_go_on(halved: Path) -> None:
+    record = json.loads((halved / "results/sweeps/h/rungs/epoch_2.json").read_text())
+    (kept,), (stopped,) = record["kept"], record["stopped"]
+    assert {kept, stopped} == {"h-lr_0.0003", "h-lr_0.003"} and record["arms"][stopped]["rank"] == 2
+    for run, last in ((kept, 4), (stopped, 2), ("smoke-trm", 4)):  # the reference is no arm: it trains to its end
+        assert (halved / f"results/runs/{run}/ckpt/epoch_{last}.pt").is_file(), run
+        assert (halved / f"results/eval/{run}/epoch_{last}/metrics.json").is_file(), run
+    # nothing of the stopped arm after its rung: no checkpoint, no evaluation, no training log
+    assert not (halved / f"results/runs/{stopped}/ckpt/epoch_4.pt").exists()
+    assert not (halved / f"results/eval/{stopped}/epoch_4").exists()
+    assert not list((halved / "logs").rglob(f"*{stopped}*epoch_4*"))
+    table = pd.read_csv(halved / "results/report/sweeps/h/ablation.csv").set_index("arm")
+    assert table.loc[stopped, "stopped_at_rung"] == 2 and pd.isna(table.loc[kept, "stopped_at_rung"])
+    assert "halving saved about" in (halved / "results/report/sweeps/h/ablation.md").read_text()

@@ -22,9 +22,9 @@ import itertools
 from collections.abc import Collection, Mapping
 from typing import Any, get_args
 
-from pydantic import BaseModel, StrictInt, ValidationError
+from pydantic import BaseModel, Field, StrictInt, ValidationError
 
-from arcpipe.config.base import Strict, did_you_mean
+from arcpipe.config.base import PassAtK, Strict, did_you_mean
 from arcpipe.config.runs import RunConfig, SweepArm
 from arcpipe.names import check_name
 
@@ -39,6 +39,18 @@ NOT_SWEPT = {
 }
 
 
+class HalvingConfig(Strict):
+    """Successive halving across a sweep's arms (docs/sweeps.md): at each rung, an epoch where every arm's training
+    segment ends, the arms still training are ranked on `metric` over the held-out selection tasks (each seed's
+    full evaluation there, the mean over the arm's seeds); the best ceil(n / eta) go on and the others stop there,
+    through a record of the rung (results/sweeps/<name>/rungs/epoch_<E>.json, arcpipe.plan) as a stop rule stops a
+    run. The base run (the reference) is not an arm and always trains to its end."""
+
+    rungs: list[StrictInt] = Field(min_length=1)  # epochs, ascending; each a segment end before the last epoch
+    eta: int = Field(default=2, ge=2)  # keep the best 1/eta of the arms at each rung (at least one)
+    metric: PassAtK = "pass@2"
+
+
 class SweepConfig(Strict):
     base: str  # a run of this config (its name before its seeds expand); every arm is a copy of it
     # field -> its values; every combination is an arm. A field is a run field (ema), an arch field under
@@ -46,6 +58,7 @@ class SweepConfig(Strict):
     grid: dict[str, list[Any]]
     # each arm crossed with these seeds, as runs.<run>.seeds (arm-s0, arm-s1, ...); None: the base's seed or seeds
     seeds: list[StrictInt] | None = None
+    halving: HalvingConfig | None = None  # successive halving across the arms; None: every arm trains to its end
 
 
 def expand_sweeps(
@@ -115,7 +128,7 @@ def _arms(
         base = RunConfig.model_validate(base_body)
     except ValidationError:
         return {}, []  # reported at runs.<base>; each arm would only repeat it
-    problems = _grid_problems(where, name, sweep, base, datasets)
+    problems = _grid_problems(where, name, sweep, base, datasets) + _halving_problems(where, sweep, base)
     if problems:
         return {}, problems
     keys = list(sweep.grid)
@@ -157,6 +170,40 @@ def _arms(
         except ValueError as err:
             problems.append(f"{where}: {err} (the sweep's name, then each field_value); shorten the sweep's name")
     return ({}, problems) if problems else (arms, [])
+
+
+# the fields that place a run's boundaries and segments: the rungs are epochs of every arm only when no arm moves them
+RUNG_FIELDS = ("epochs", "eval_interval", "segment_evals")
+
+
+def _halving_problems(where: str, sweep: SweepConfig, base: RunConfig) -> list[str]:
+    """One line per rung that is not a segment end of the base before its last epoch, per grid field that would move
+    the arms' boundaries, and for a base with its own gate or stop rule (not combined with halving)."""
+    halving = sweep.halving
+    if halving is None:
+        return []
+    problems = []
+    ends = base.segment_ends()[:-1]  # where a training job ends and another may start: where an arm can stop
+    for i, rung in enumerate(halving.rungs):
+        if rung not in ends:
+            problems.append(
+                f"{where}.halving.rungs[{i}]={rung}: not an epoch where the base's training segments end before its "
+                f"last ({', '.join(map(str, ends)) or 'none: one segment'}; eval_interval x segment_evals); pick "
+                "among them"
+            )
+    if halving.rungs != sorted(set(halving.rungs)):
+        problems.append(f"{where}.halving.rungs={halving.rungs}: list each rung once, in ascending order")
+    for key in RUNG_FIELDS:
+        if key in sweep.grid:
+            problems.append(f"{where}.grid.{key}: moves the arms' boundaries, which the halving rungs are; sweep it "
+                            "without halving, or remove halving")  # fmt: skip
+    for key in ("gate", "stop"):
+        if getattr(base, key) is not None:
+            problems.append(
+                f"{where}.halving: the base run {sweep.base} has a {key}, which halving does not combine with yet; "
+                f"remove runs.{sweep.base}.{key} or halving"
+            )
+    return problems
 
 
 def _grid_problems(

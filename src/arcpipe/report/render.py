@@ -18,6 +18,7 @@ from typing import Any
 
 import pandas as pd
 
+from arcpipe import plan
 from arcpipe.config import WorkflowConfig
 from arcpipe.files import atomic_write_many
 from arcpipe.forecast import forecast_table
@@ -113,6 +114,7 @@ def render_ablation(
     table = ablation_table(inputs.evals, inputs.per_puzzle, arms, base, main_k, ks, hours, held)
     values = {run.sweep.arm: run.sweep.values for run in cfg.runs.values() if run.sweep and run.sweep.name == sweep}
     table.insert(1, "values", [", ".join(f"{k}={v}" for k, v in values.get(arm, {}).items()) for arm in table["arm"]])
+    halving_notes = _halving_columns(cfg, sweep, arms, table) if cfg.sweeps[sweep].halving is not None else []
     seeds = sorted({seed for runs in arms.values() for seed in runs})
     notes = [
         f"sweep {sweep}: each arm against its base run {base} (the reference row), at each run's last evaluated "
@@ -123,6 +125,7 @@ def render_ablation(
         f"reported tasks: the test tasks less {len(held)} held out for selection (evaluation.selection_tasks)"
         if held
         else "reported tasks: every test task (evaluation.selection_tasks is 0)",
+        *halving_notes,
     ]
     written = [out_dir / f"ablation.{ext}" for ext in ("csv", "md", "html")]
     write_table(
@@ -130,6 +133,33 @@ def render_ablation(
     )
     plot_ablation(table, out_dir / "ablation.png", f"pass@{main_k}")
     return [*written, out_dir / "ablation.png"]
+
+
+def _halving_columns(
+    cfg: WorkflowConfig, sweep: str, arms: Mapping[str, Mapping[int, str]], table: pd.DataFrame
+) -> list[str]:
+    """`stopped_at_rung` (the epoch of the rung that did not keep the arm; empty for the arms that went on) into
+    `table`, from the plan on the records on disk; the notes: the rungs and the GPU-hours halving saved."""
+    records = plan.DiskRecords(RESULTS)
+    stopped: dict[str, int | None] = {}
+    for arm, runs in arms.items():
+        p = plan.run_plan(cfg, next(iter(runs.values())), records)
+        stopped[arm] = p.stopped_at if "/rungs/" in p.halted_by else None
+    table["stopped_at_rung"] = [stopped.get(arm) for arm in table["arm"]]
+    halving, epochs = cfg.sweeps[sweep].halving, cfg.runs[next(iter(next(iter(arms.values())).values()))].epochs
+    saved = sum(
+        row["gpu_hours"] * (epochs / row["stopped_at_rung"] - 1)
+        for _, row in table.iterrows()
+        if "gpu_hours" in table and not pd.isna(row["stopped_at_rung"])
+    )
+    return [
+        f"successive halving: rungs at epochs {', '.join(map(str, halving.rungs))}, the best 1/{halving.eta} of the "
+        f"arms go on at each, ranked on {halving.metric} over the held-out selection tasks, every test task where "
+        f"evaluation.selection_tasks is 0 (the records under results/sweeps/{sweep}/rungs/ say which); the stopped "
+        "arms' scores are at their rung",
+        f"halving saved about {saved:.2f} GPU-h against the full grid (each stopped arm's hours scaled to its "
+        f"{epochs} planned epochs)",
+    ]
 
 
 def _ablation_shown(table: pd.DataFrame, ks: tuple[int, ...], main_k: int) -> pd.DataFrame:
@@ -155,6 +185,8 @@ def _ablation_shown(table: pd.DataFrame, ks: tuple[int, ...], main_k: int) -> pd
         shown["tasks, bootstrap 95% CI"] = ["" if pd.isna(lo) else f"[{lo:.2f}, {hi:.2f}]" for lo, hi in boot]
     if "gpu_hours" in table:
         shown["GPU-h"] = table["gpu_hours"]
+    if "stopped_at_rung" in table:
+        shown["stopped at rung"] = ["" if pd.isna(e) else f"epoch {int(e)}" for e in table["stopped_at_rung"]]
     return shown
 
 

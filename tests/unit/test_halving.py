@@ -1,0 +1,115 @@
+"""Successive halving across a sweep's arms: the config's checks, the rung's ranking and record, and the plan of each
+arm around a rung (arcpipe.halving, arcpipe.plan), in milliseconds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from arcpipe import plan
+from arcpipe.config import ArcpipeError, validate_config
+from arcpipe.config.sweeps import HalvingConfig
+from arcpipe.halving import decide_rung, rank_arms
+
+ROOT = Path(__file__).resolve().parents[2]
+ARMS = ["lr-lr_0.0001", "lr-lr_0.001", "lr-lr_0.01"]  # the grid's order
+
+
+def _config(halving: dict | None = None, **base: object) -> dict:
+    raw = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    del raw["runs"]["smoke-varc"]
+    raw["runs"]["smoke-trm"].update({"epochs": 6, "eval_interval": 2, "segment_evals": 1, **base})
+    sweep = {"base": "smoke-trm", "grid": {"lr": [1e-4, 1e-3, 1e-2]}}
+    raw["sweeps"] = {"lr": {**sweep, "halving": halving or {"rungs": [2, 4], "eta": 2}}}
+    return raw
+
+
+def test_rank_arms_keeps_the_best_ceil_n_over_eta_ties_in_grid_order() -> None:
+    assert rank_arms({"a": 0.1, "b": 0.3, "c": 0.3}, 2) == (["b", "c"], {"b": 1, "c": 2, "a": 3})
+    assert rank_arms({"a": 0.0, "b": 0.0, "c": 0.0, "d": 0.0, "e": 0.0}, 3) == (
+        ["a", "b"],
+        dict(a=1, b=2, c=3, d=4, e=5),
+    )
+    assert rank_arms({"a": 0.5}, 2) == (["a"], {"a": 1})  # at least one arm goes on
+
+
+def test_each_arm_waits_on_the_rung_and_one_it_does_not_keep_ends_there() -> None:
+    cfg = validate_config(_config())
+    arm = {a: f"{a}" for a in ARMS}  # no seeds: each arm is one run named as the arm
+    waiting = plan.run_plan(cfg, arm[ARMS[0]], plan.MemoryRecords())
+    assert waiting.trained == (2,) and waiting.waiting == (plan.Wait("rung", "lr", 2),)
+    assert waiting.full == (2,)
+    quick = _config()
+    quick["evaluation"] = {"quick": {"share": 0.5}}  # the schedule says no full evaluation at 2, the rung needs one
+    due = plan.run_plan(validate_config(quick), arm[ARMS[0]], plan.MemoryRecords(fulls={(arm[ARMS[0]], 2): False}))
+    assert due.full == (2,) and due.full_reasons[2] == "read by the halving rung of sweep lr"
+    assert not plan.is_static(cfg, arm[ARMS[0]]) and plan.is_static(cfg, "smoke-trm")  # the reference trains on
+    records = plan.MemoryRecords(rungs={("lr", 2): (ARMS[2], ARMS[0]), ("lr", 4): (ARMS[2],)})
+    stopped = plan.run_plan(cfg, arm[ARMS[1]], records)
+    assert (stopped.trained, stopped.stopped_at, stopped.final) == ((2,), 2, True)
+    assert "halving did not keep arm lr-lr_0.001 at its rung at epoch 2" in (stopped.refusal(4) or "")
+    assert "halving rung here: stopped" in stopped.fate(2)
+    second = plan.run_plan(cfg, arm[ARMS[0]], records)
+    assert (second.trained, second.stopped_at, second.rungs) == ((2, 4), 4, (2, 4))
+    best = plan.run_plan(cfg, arm[ARMS[2]], records)
+    assert (best.trained, best.stopped_at, best.full) == ((2, 4, 6), None, (2, 4, 6))
+    # a training job of epoch 4 asks only the records before it: the rung at 4 is not its to wait on
+    assert plan.run_plan(cfg, arm[ARMS[2]], plan.MemoryRecords(rungs={("lr", 2): tuple(ARMS)}), until=4).waiting == ()
+
+
+def test_a_rung_reads_the_arms_still_training_and_the_rung_before() -> None:
+    cfg = validate_config(_config())
+    first = plan.rung_inputs(cfg, "lr", 2, plan.MemoryRecords())
+    assert first == {"metrics": [f"results/eval/{a}/epoch_2/metrics.json" for a in ARMS], "previous": []}
+    records = plan.MemoryRecords(rungs={("lr", 2): (ARMS[2], ARMS[0])})
+    second = plan.rung_inputs(cfg, "lr", 4, records)
+    assert second["metrics"] == [f"results/eval/{a}/epoch_4/metrics.json" for a in (ARMS[0], ARMS[2])]
+    assert second["previous"] == ["results/sweeps/lr/rungs/epoch_2.json"]
+
+
+def test_decide_rung_ranks_the_mean_over_seeds_and_writes_the_record(tmp_path: Path, monkeypatch) -> None:
+    raw = _config({"rungs": [2], "eta": 2})
+    raw["sweeps"]["lr"]["seeds"] = [0, 1]
+    cfg = validate_config(raw)
+    monkeypatch.chdir(tmp_path)
+    solved = {ARMS[0]: (1, 0), ARMS[1]: (0, 0), ARMS[2]: (1, 1)}  # tasks solved of 4, seed 0 and seed 1
+    paths = []
+    for arm, per_seed in solved.items():
+        for seed, n in enumerate(per_seed):
+            out = Path(f"results/eval/{arm}-s{seed}/epoch_2")
+            out.mkdir(parents=True)
+            rows = [{"puzzle": f"t{i}", "test_index": 0, "pass@1": 0, "pass@2": int(i < n)} for i in range(4)]
+            pd.DataFrame(rows).to_csv(out / "per_puzzle.csv", index=False)
+            (out / "metrics.json").write_text("{}")
+            paths.append(str(out / "metrics.json"))
+    record = decide_rung("lr", 2, HalvingConfig(rungs=[2], eta=2), paths, cfg, "results/sweeps/lr/rungs/epoch_2.json")
+    # means 12.5%, 0% and 25% of the tasks: ranks 2, 3, 1; ceil(3/2) = 2 go on
+    assert record["kept"] == [ARMS[2], ARMS[0]] and record["stopped"] == [ARMS[1]]
+    assert record["arms"][ARMS[0]]["score"] == pytest.approx(0.125) and record["arms"][ARMS[1]]["rank"] == 3
+    assert "stopped at epoch 2" in record["arms"][ARMS[1]]["why"] and record["arms"][ARMS[0]]["seeds"] == [0, 1]
+    assert json.loads(Path("results/sweeps/lr/rungs/epoch_2.json").read_text()) == record
+    assert plan.DiskRecords(Path("results")).rung("lr", 2) == (ARMS[2], ARMS[0])
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"halving": {"rungs": [3]}}, "sweeps.lr.halving.rungs[0]=3: not an epoch where the base's training segments"),
+        ({"halving": {"rungs": [6]}}, "halving.rungs[0]=6: not an epoch where"),  # the last epoch: nothing to stop
+        ({"halving": {"rungs": [4, 2]}}, "sweeps.lr.halving.rungs=[4, 2]: list each rung once, in ascending order"),
+        ({"halving": {"rungs": [2], "eta": 1}}, "eta"),
+        ({"grid": {"epochs": [4, 6]}}, "sweeps.lr.grid.epochs: moves the arms' boundaries"),
+        ({"base": {"stop": {"patience": 1}}}, "sweeps.lr.halving: the base run smoke-trm has a stop"),
+    ],
+)
+def test_halving_that_cannot_work_is_refused_in_one_line(change: dict, message: str) -> None:
+    raw = _config(change.get("halving"), **change.get("base", {}))
+    if "grid" in change:
+        raw["sweeps"]["lr"]["grid"] = change["grid"]
+    with pytest.raises(ArcpipeError, match=None) as err:
+        validate_config(raw)
+    assert message in str(err.value)
