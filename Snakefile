@@ -76,7 +76,20 @@ for target in CFG.sweep_targets:
             decisions=one_input(decisions_of(target)),  # waited on, not read
             train_metrics=one_input(train_metrics_of(target)),
         output:
-            ablation_files(sweep),
+            [
+                (
+                    report(
+                        f,
+                        caption=f"workflow/report/{caption}.rst",
+                        category=f"sweep {sweep}",
+                    )
+                    if caption
+                    else f
+                )
+                for f, caption in zip(
+                    ablation_files(sweep), ("", "", "ablation", "ablation_plot")
+                )
+            ],
         log:
             f"logs/render_ablation/{sweep}.log",
         conda:
