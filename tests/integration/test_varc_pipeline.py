@@ -87,10 +87,11 @@ def test_draws_do_not_depend_on_how_the_batch_is_split() -> None:
     assert not np.array_equal(whole, canvas_draws(3, 8, np.arange(16)))  # another step, other placements
 
 
+@pytest.mark.parametrize("arch", ["varc", "varc-unet"])  # the ViT and the U-Net behind the same head
 def test_a_varc_run_trains_resumes_exactly_and_is_scored_with_attempts(
-    tiny_dataset: Path, tmp_path: Path, write_config
+    tiny_dataset: Path, tmp_path: Path, write_config, arch: str
 ) -> None:
-    config = write_config(tmp_path / "config.yaml", {"v": VARC_RUN})
+    config = write_config(tmp_path / "config.yaml", {"v": {**VARC_RUN, "arch": arch}})
     cfg = load_config(config)
 
     straight = Trainer(cfg, "v", tiny_dataset, tmp_path / "straight")
@@ -139,14 +140,17 @@ def test_grad_clip_bounds_the_gradient_each_optimizer_step_sees(
         assert max(norms) <= clip * (1 + 1e-5)
 
 
+# the ViT alone: test-time training reaches the model only through the head and its task-token table, which the
+# U-Net shares (its train/resume/evaluate test above covers the rest; on CPU its fits cost 48 s here)
+@pytest.mark.parametrize("arch", ["varc"])
 def test_test_time_training_jobs_redo_only_unfinished_tasks_and_collect_into_one_evaluation(
-    tiny_dataset: Path, tmp_path: Path, tiny_checkpoint, monkeypatch: pytest.MonkeyPatch
+    tiny_dataset: Path, tmp_path: Path, tiny_checkpoint, monkeypatch: pytest.MonkeyPatch, arch: str
 ) -> None:
     from arcpipe.config.runs import TTTConfig
     from arcpipe.eval import ttt
     from arcpipe.eval.puzzles import load_test_puzzles
 
-    ckpt = tiny_checkpoint(tmp_path / "varc.pt", tiny_dataset, arch="varc")
+    ckpt = tiny_checkpoint(tmp_path / "varc.pt", tiny_dataset, arch=arch)
     cfg = TTTConfig(epochs=2, warmup_epochs=1, jobs=2)
     tasks = load_test_puzzles(tiny_dataset / "test_puzzles.json").task_names
     mine = ttt.job_tasks(tasks, 0, 2)
