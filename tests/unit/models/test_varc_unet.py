@@ -70,9 +70,12 @@ def test_logits_loss_and_gradients_equal_upstream_golden() -> None:
     torch.testing.assert_close(logits, golden["logits"], **FLOAT64)
     torch.testing.assert_close(loss, golden["loss"], **FLOAT64)
     assert set(grads) == set(golden["grads"])
+    # atol relative to the largest gradient entry of the whole model: some parameters' gradients are zero up to
+    # rounding (the cross-attention blocks attend to one task token, so their query side cancels out: 1e-21 here),
+    # and their rounding follows the CPU's kernels (ATEN_CPU_CAPABILITY=default differed 16x from the recording)
+    scale = max(want.abs().max().item() for want in golden["grads"].values())
     for name, want in golden["grads"].items():
-        # atol relative to the tensor's largest entry: entries where terms cancel are small
-        tol = {**GRADS, "atol": GRADS["atol"] * want.abs().max().item()}
+        tol = {**GRADS, "atol": GRADS["atol"] * scale}
         torch.testing.assert_close(
             grads[name].float(), want, **tol, msg=lambda m, name=name: f"gradient of {name}: {m}"
         )
