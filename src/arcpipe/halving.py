@@ -91,12 +91,15 @@ def rung_record(
         }
         for arm in means
     }
+    cut = [means[kept[-1]], *(means[arm] for arm in means if arm not in kept)][:2]
     return {
         "sweep": sweep,
         "epoch": epoch,
         "metric": halving.metric,
         "eta": halving.eta,
         "tasks": tasks,
+        # the last arm kept and the best arm stopped scored alike: the grid's order, not the scores, drew the line
+        "tie_at_cut": len(cut) == 2 and cut[0] == cut[1],
         "kept": kept,
         "stopped": [arm for arm in means if arm not in kept],
         "arms": arms,
@@ -106,9 +109,15 @@ def rung_record(
 def rung_line(record: Mapping[str, Any], path: str | Path) -> str:
     """One line for the driver's output: the rung, who goes on, who stops."""
     stopped = ", ".join(record["stopped"]) or "none"
+    tie = (
+        "; WARNING: the last arm kept and the best arm stopped scored alike, so the grid's order chose between them "
+        "(a rung before the arms score apart decides nothing: move it later)"
+        if record.get("tie_at_cut")
+        else ""
+    )
     return (
         f"halving: sweep {record['sweep']} rung at epoch {record['epoch']} on {record['metric']} ({record['tasks']}): "
-        f"{', '.join(record['kept'])} go on; stopped: {stopped} (record {path})"
+        f"{', '.join(record['kept'])} go on; stopped: {stopped} (record {path}){tie}"
     )
 
 

@@ -13,7 +13,7 @@ import yaml
 from arcpipe import plan
 from arcpipe.config import ArcpipeError, validate_config
 from arcpipe.config.sweeps import HalvingConfig
-from arcpipe.halving import decide_rung, rank_arms
+from arcpipe.halving import decide_rung, rank_arms, rung_line
 
 ROOT = Path(__file__).resolve().parents[2]
 ARMS = ["lr-lr_0.0001", "lr-lr_0.001", "lr-lr_0.01"]  # the grid's order
@@ -92,6 +92,11 @@ def test_decide_rung_ranks_the_mean_over_seeds_and_writes_the_record(tmp_path: P
     assert record["arms"][ARMS[0]]["score"] == pytest.approx(0.125) and record["arms"][ARMS[1]]["rank"] == 3
     assert "stopped at epoch 2" in record["arms"][ARMS[1]]["why"] and record["arms"][ARMS[0]]["seeds"] == [0, 1]
     assert json.loads(Path("results/sweeps/lr/rungs/epoch_2.json").read_text()) == record
+    assert record["tie_at_cut"] is False and "WARNING" not in rung_line(record, "x")
+    tied = decide_rung("lr", 2, HalvingConfig(rungs=[2], eta=2), paths[2:4], cfg, "tied.json")  # one arm's seeds
+    assert tied["kept"] == [ARMS[1]] and tied["tie_at_cut"] is False  # nothing stopped: no cut
+    flat = {**record, "tie_at_cut": True}
+    assert "the grid's order chose between them" in rung_line(flat, "x")
     assert plan.DiskRecords(Path("results")).rung("lr", 2) == (ARMS[2], ARMS[0])
 
 
