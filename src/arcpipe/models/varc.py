@@ -160,7 +160,7 @@ class VARCViT(nn.Module):
     def forward(self, pixels: Tensor, task_ids: Tensor, mask: Tensor) -> Tensor:
         cfg = self.config
         S, p, g, C = cfg.image_size, cfg.patch_size, cfg.grid_side, cfg.num_colors
-        _check_inputs(pixels, task_ids, mask, S)
+        check_canvas_inputs(pixels, task_ids, mask, S, "VARCViT")
         B = pixels.shape[0]
 
         tokens = self.patch_embed(self.color_embed(pixels).permute(0, 3, 1, 2))  # (B, N, D): embed, then patchify
@@ -210,8 +210,9 @@ def _rotate_pairs(x: Tensor) -> Tensor:
     return torch.stack((-x2, x1), dim=-1).flatten(-2)
 
 
-def _check_inputs(pixels: Tensor, task_ids: Tensor, mask: Tensor, side: int) -> None:
-    # shapes and dtypes only: static under torch.compile, no host sync
+def check_canvas_inputs(pixels: Tensor, task_ids: Tensor, mask: Tensor, side: int, model: str) -> None:
+    """A canvas model's inputs (VARCViT, VARCUNet): one line naming every wrong shape or dtype. Shapes and dtypes
+    only: static under torch.compile, no host sync."""
     B = pixels.shape[0] if pixels.ndim else 0
     problems = []
     if pixels.ndim != 3 or pixels.shape[1:] != (side, side):
@@ -225,4 +226,4 @@ def _check_inputs(pixels: Tensor, task_ids: Tensor, mask: Tensor, side: int) -> 
             f"mask of shape {tuple(mask.shape)} and dtype {mask.dtype}, expected bool {tuple(pixels.shape)}"
         )
     if problems:
-        raise ValueError(f"VARCViT (image_size {side}): " + "; ".join(problems))
+        raise ValueError(f"{model} (image_size {side}): " + "; ".join(problems))

@@ -31,6 +31,7 @@ import torch
 from torch import Tensor, nn
 
 from arcpipe.config.arch import VARCUNetConfig
+from arcpipe.models.varc import check_canvas_inputs, count_parameters_excluding_task_tokens
 
 COLOR_CHANNELS = 4  # upstream's nn.Embedding(num_colors, 4): the U-Net's in_channels
 EMBED_INIT_STD = 0.02  # trunc-normal, cut at +-2 absolute (torch's default a, b), as upstream
@@ -88,36 +89,13 @@ class VARCUNet(nn.Module):
         nn.init.trunc_normal_(self.color_embed.weight, std=EMBED_INIT_STD)
 
     def forward(self, pixels: Tensor, task_ids: Tensor, mask: Tensor) -> Tensor:
-        _check_inputs(pixels, task_ids, mask, self.config.image_size)
+        check_canvas_inputs(pixels, task_ids, mask, self.config.image_size, "VARCUNet")
         x = self.color_embed(pixels).permute(0, 3, 1, 2)  # (B, 4, S, S)
         task = self.task_token_embed(task_ids).unsqueeze(1)  # (B, 1, D): the cross-attention's one key
         return self.encoder(x, 0, task, return_dict=False)[0]  # timestep 0, as upstream
-
-
-def count_parameters_excluding_task_tokens(model: nn.Module) -> int:
-    """Parameters as upstream counts and prints them (its `count_parameters`): all but the task-token table."""
-    return sum(p.numel() for name, p in model.named_parameters() if "task_token" not in name)
 
 
 def preset_parameter_count(cfg: VARCUNetConfig) -> int:
     """Parameters of a config without its task-token table, built on the meta device (no memory, no init cost)."""
     with torch.device("meta"):
         return count_parameters_excluding_task_tokens(VARCUNet(cfg, num_tasks=1))
-
-
-def _check_inputs(pixels: Tensor, task_ids: Tensor, mask: Tensor, side: int) -> None:
-    # shapes and dtypes only: static under torch.compile, no host sync
-    B = pixels.shape[0] if pixels.ndim else 0
-    problems = []
-    if pixels.ndim != 3 or pixels.shape[1:] != (side, side):
-        problems.append(f"pixels of shape {tuple(pixels.shape)}, expected (B, {side}, {side})")
-    if pixels.is_floating_point():
-        problems.append(f"pixels of dtype {pixels.dtype}, expected integer colours")
-    if task_ids.shape != (B,):
-        problems.append(f"task_ids of shape {tuple(task_ids.shape)}, expected ({B},)")
-    if mask.shape != pixels.shape or mask.dtype != torch.bool:
-        problems.append(
-            f"mask of shape {tuple(mask.shape)} and dtype {mask.dtype}, expected bool {tuple(pixels.shape)}"
-        )
-    if problems:
-        raise ValueError(f"VARCUNet (image_size {side}): " + "; ".join(problems))
