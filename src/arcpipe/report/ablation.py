@@ -16,14 +16,12 @@ together (`hours`: summary.hours_spent's frame). Scores are percentages, as in t
 
 from __future__ import annotations
 
-import math
 from collections.abc import Collection, Mapping
 
 import pandas as pd
 
 from arcpipe.config import ArcpipeError
-from arcpipe.report.paired import bootstrap_interval, over_seeds, sign_test
-from arcpipe.report.seeds import t_critical
+from arcpipe.report.paired import bootstrap_interval, mean_interval, over_seeds, sign_test
 from arcpipe.report.selection import task_scores
 
 
@@ -50,7 +48,7 @@ def ablation_table(
         row["runs"] = ", ".join(arms[arm][seed] for seed in by_seed)
         for k in ks:
             values = [100 * float(frame[f"pass@{k}"].mean()) for frame in by_seed.values()]
-            mean, low, high = _mean_interval(values)
+            mean, _, low, high = mean_interval(values)
             row |= {f"pass@{k}": mean, f"pass@{k}_ci95_low": low, f"pass@{k}_ci95_high": high}
         if arm != base:
             row |= _against_base(by_seed, scores[base], metric, bootstrap_draws)
@@ -105,16 +103,3 @@ def _against_base(
         "task_bootstrap_low": low,
         "task_bootstrap_high": high,
     }
-
-
-def _mean_interval(values: list[float]) -> tuple[float, float, float]:
-    """The mean and its 95% Student-t interval (nan bounds below two values)."""
-    n = len(values)
-    if n == 0:
-        return math.nan, math.nan, math.nan
-    mean = sum(values) / n
-    if n < 2:
-        return mean, math.nan, math.nan
-    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
-    half = t_critical(n - 1) * sd / math.sqrt(n)
-    return mean, mean - half, mean + half

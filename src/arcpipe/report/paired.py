@@ -21,7 +21,7 @@ difference (seeded: the same inputs give the same interval).
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -54,19 +54,31 @@ def over_seeds(arm: Mapping[Hashable, float], base: Mapping[Hashable, float]) ->
     seeds = tuple(s for s in arm if s in base)
     if not seeds:
         raise ValueError(f"no seed in common: arm has {sorted(map(str, arm))}, base {sorted(map(str, base))}")
-    d = np.array([arm[s] - base[s] for s in seeds], dtype=float)
-    n, mean = len(d), float(d.mean())
+    n = len(seeds)
+    mean, sd, low, high = mean_interval([arm[s] - base[s] for s in seeds])
     if n < 2:
         return SeedComparison(seeds, mean, math.nan, (math.nan, math.nan), math.nan, math.nan)
-    sd = float(d.std(ddof=1))
-    half = t_critical(n - 1) * sd / math.sqrt(n)
     if sd == 0:
         t = 0.0 if mean == 0 else math.copysign(math.inf, mean)
         p = 1.0 if mean == 0 else 0.0
     else:
         t = mean / (sd / math.sqrt(n))
         p = 1.0 - t_two_sided_mass(abs(t), n - 1)
-    return SeedComparison(seeds, mean, sd, (mean - half, mean + half), t, p)
+    return SeedComparison(seeds, mean, sd, (low, high), t, p)
+
+
+def mean_interval(values: Sequence[float]) -> tuple[float, float, float, float]:
+    """(mean, sample sd, low, high): the mean and its 95% Student-t interval, mean +- t_{0.975, n-1} sd / sqrt(n);
+    the sd and the bounds are nan below two values, everything nan for none."""
+    n = len(values)
+    if n == 0:
+        return math.nan, math.nan, math.nan, math.nan
+    mean = float(np.mean(values))
+    if n < 2:
+        return mean, math.nan, math.nan, math.nan
+    sd = float(np.std(values, ddof=1))
+    half = t_critical(n - 1) * sd / math.sqrt(n)
+    return mean, sd, mean - half, mean + half
 
 
 def sign_test(arm: Mapping[Hashable, float], base: Mapping[Hashable, float]) -> SignTest:

@@ -146,7 +146,8 @@ def _halving_columns(
         p = plan.run_plan(cfg, next(iter(runs.values())), records)
         stopped[arm] = p.stopped_at if "/rungs/" in p.halted_by else None
     table["stopped_at_rung"] = [stopped.get(arm) for arm in table["arm"]]
-    halving, epochs = cfg.sweeps[sweep].halving, cfg.runs[next(iter(next(iter(arms.values())).values()))].epochs
+    halving = cfg.sweeps[sweep].halving
+    epochs = cfg.runs[cfg.sweeps[sweep].base].epochs  # every arm's: halving refuses a grid that moves them
     saved = sum(
         row["gpu_hours"] * (epochs / row["stopped_at_rung"] - 1)
         for _, row in table.iterrows()
