@@ -4,6 +4,7 @@ its fields may change between segments without changing what training computes."
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -304,10 +305,14 @@ def training_changes(saved: dict[str, Any], current: dict[str, Any]) -> list[str
 def with_defaults(saved: dict[str, Any], model: type[BaseModel]) -> dict[str, Any]:
     """`saved` (a model_dump in JSON mode, perhaps from an older arcpipe) with every field of `model` it lacks set to
     the field's default, as JSON: a field added later with a default equal to the old behaviour is no change."""
-    filled = dict(saved)
-    for name, field in model.model_fields.items():
-        if name not in filled and not field.is_required():
-            filled[name] = TypeAdapter(field.annotation).dump_python(
-                field.get_default(call_default_factory=True), mode="json"
-            )
-    return filled
+    return {**_json_defaults(model), **saved}
+
+
+@functools.cache
+def _json_defaults(model: type[BaseModel]) -> dict[str, Any]:
+    """Every optional field of `model` and its default as JSON (once per model: every drift check reads them)."""
+    return {
+        name: TypeAdapter(field.annotation).dump_python(field.get_default(call_default_factory=True), mode="json")
+        for name, field in model.model_fields.items()
+        if not field.is_required()
+    }
