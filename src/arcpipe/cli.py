@@ -326,7 +326,7 @@ def _config_check(args: argparse.Namespace) -> int:
             print(f"  {line}")
         print(f"  {total}")
         for sweep in cfg.sweeps:
-            for line in sweep_forecast_lines(cfg, sweep, ranges):
+            for line in sweep_forecast_lines(cfg, sweep, ranges, args.results):
                 print(f"  {line}")
         _memory_warnings(cfg, args.results)
     sweeps = f", {len(cfg.sweeps)} sweeps" if cfg.sweeps else ""

@@ -2,7 +2,7 @@
 
     forecasts = forecast_runs(cfg, Path("results"))   # {run: Forecast}; `arcpipe config check` prints them:
     forecast_header(cfg.report.gpu_hour_price, Path("results")), forecast_line(name, forecasts[name])
-    sweep_forecast_lines(cfg, "depth", forecast_ranges(cfg, Path("results")))   # a sweep, then each of its arms
+    sweep_forecast_lines(cfg, "depth", forecast_ranges(cfg, Path("results")), Path("results"))   # a sweep, its arms
     forecast_table(cfg, Path("results"))              # the report's columns, one row per run
 
 Steps are upstream's `total_steps` (train/schedule.py: the trainer's schedule and step cap), from the built dataset's
@@ -385,9 +385,16 @@ def forecast_lines(
     return lines
 
 
-def sweep_forecast_lines(cfg: WorkflowConfig, sweep: str, ranges: dict[str, tuple[Forecast, Forecast]]) -> list[str]:
+def sweep_forecast_lines(
+    cfg: WorkflowConfig,
+    sweep: str,
+    ranges: dict[str, tuple[Forecast, Forecast]],
+    results: Path | None = None,
+) -> list[str]:
     """Sweep `sweep` as a whole, then one line per arm (its seeds summed): what `arcpipe config check` prints under
-    the runs' own lines, from `forecast_ranges`' answer. The base run is not counted: it is a run of its own."""
+    the runs' own lines, from `forecast_ranges`' answer. The base run is not counted: it is a run of its own. With
+    `results` (for the datasets' sizes and doctor records), a sweep with halving adds its cost under halving
+    (`halving_line`)."""
     arms: dict[str, list[str]] = {}
     for name in cfg.arms_of(sweep):
         arms.setdefault(cfg.runs[name].sweep.arm, []).append(name)  # type: ignore[union-attr]
@@ -397,8 +404,64 @@ def sweep_forecast_lines(cfg: WorkflowConfig, sweep: str, ranges: dict[str, tupl
         f"{len(arms)} arms x {seeds.pop()} seeds" if len(seeds) == 1 and len(runs) > len(arms) else f"{len(arms)} arms"
     )
     lines = [f"sweep {sweep} (base {cfg.sweeps[sweep].base}): {shape} = {len(runs)} runs, {_bill(runs, ranges)}"]
+    if results is not None and cfg.sweeps[sweep].halving is not None:
+        lines.append(f"  {halving_line(cfg, sweep, arms, results)}")
     lines += [f"  {arm}: {len(names)} run(s), {_bill(names, ranges)}" for arm, names in arms.items()]
     return lines
+
+
+def halving_line(cfg: WorkflowConfig, sweep: str, arms: dict[str, list[str]], results: Path) -> str:
+    """What the whole sweep costs under its successive halving, against the full grid (the line above it): each
+    rung keeps ceil(n / eta) arms, so the arm-epochs are known before any rung; which arms go on is not, so where
+    arms cost differently (a swept depth, width or batch) the GPU-hours are a range, from the cheapest arms going on
+    at every rung to the costliest. Every arm trains from the start, whatever rungs were decided already."""
+    halving = cfg.sweeps[sweep].halving
+    assert halving is not None, sweep
+    epochs = cfg.runs[cfg.arms_of(sweep)[0]].epochs  # halving refuses grids that move epochs: every arm's
+    sizes = {n: data_size(n, cfg.datasets[n], results) for n in {cfg.runs[r].dataset for r in cfg.arms_of(sweep)}}
+
+    def to(names: list[str], end: int) -> tuple[float, float]:
+        """GPU-hours and cost of an arm's runs, each trained and evaluated to epoch `end`."""
+        hours = cost = 0.0
+        for name in names:
+            run = cfg.runs[name]
+            evaluated = len([e for e in run.boundaries() if e <= end])
+            outcome = Outcome(end, evaluated, evaluated if cfg.evaluation.quick is not None else 0, "")
+            f = forecast_run(cfg, name, sizes[run.dataset], doctor_throughput(results, name, run), outcome)
+            hours, cost = hours + f.gpu_hours, cost + f.cost
+        return hours, cost
+
+    kept = [len(arms)]
+    for _ in halving.rungs:
+        kept.append(math.ceil(kept[-1] / halving.eta))
+    # the arm at position i of an order (those going on first) stops at the first rung that keeps fewer than i + 1
+    stop = [next((r for r, k in zip(halving.rungs, kept[1:], strict=True) if i >= k), epochs) for i in range(len(arms))]
+    full = {arm: to(names, epochs) for arm, names in arms.items()}
+    bills = []
+    for costliest_first in (False, True):
+        order = sorted(arms, key=lambda arm: full[arm][0], reverse=costliest_first)
+        bills.append([to(arms[arm], end) for arm, end in zip(order, stop, strict=True)])
+    seeds = len(next(iter(arms.values())))
+    run_epochs = seeds * sum(stop)
+    grid_epochs = sum(len(names) for names in arms.values()) * epochs
+    schedule = ", ".join(f"{k} to epoch {e}" for k, e in zip(kept, halving.rungs, strict=False)) + (
+        f", {kept[-1]} to the end ({epochs})"
+    )
+    line = (
+        f"with halving (rungs {', '.join(map(str, halving.rungs))}, eta {halving.eta}): {run_epochs:,} of the full "
+        f"grid's {grid_epochs:,} run-epochs ({run_epochs / grid_epochs:.2f}x; arms: {schedule})"
+    )
+    low, high = (sum(h for h, _ in bill) for bill in bills)
+    low_cost, high_cost = (sum(c for _, c in bill) for bill in bills)
+    grid = sum(h for h, _ in full.values())
+    if grid == 0:
+        return line + "; CPU: no GPU-hours"
+    if _amount(low) == _amount(high):
+        return line + f"; {_amount(high)} GPU-h, cost {_amount(high_cost)}"
+    return line + (
+        f"; {_amount(low)}-{_amount(high)} GPU-h, cost {_amount(low_cost)}-{_amount(high_cost)} (the cheapest or the "
+        "costliest arms going on at every rung)"
+    )
 
 
 def _bill(names: list[str], ranges: dict[str, tuple[Forecast, Forecast]]) -> str:

@@ -37,8 +37,12 @@ def decide(run: str, gate: GateConfig, epoch: int, metrics: Mapping[str, Any], m
     """The gate's record: which checkpoint of which run was read, the value, the threshold and whether it passed."""
     if gate.metric not in metrics:
         raise ArcpipeError(
-            f"{metrics_path}: no {gate.metric} (runs.{run}.gate.metric); re-evaluate the checkpoint with "
-            f"evaluation.pass_ks holding {gate.metric.removeprefix('pass@')}"
+            f"{metrics_path}: no {gate.metric} (runs.{run}.gate.metric); re-evaluate the checkpoint"
+            + (
+                " (evaluations before arcpipe scored cell_accuracy lack it)"
+                if gate.metric == "cell_accuracy"
+                else f" with evaluation.pass_ks holding {gate.metric.removeprefix('pass@')}"
+            )
         )
     value = float(metrics[gate.metric])
     return {

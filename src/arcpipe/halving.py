@@ -111,7 +111,7 @@ def rung_line(record: Mapping[str, Any], path: str | Path) -> str:
     stopped = ", ".join(record["stopped"]) or "none"
     tie = (
         "; WARNING: the last arm kept and the best arm stopped scored alike, so the grid's order chose between them "
-        "(a rung before the arms score apart decides nothing: move it later)"
+        "(a rung before the arms score apart decides nothing: move it later, or rank on metric: cell_accuracy)"
         if record.get("tie_at_cut")
         else ""
     )

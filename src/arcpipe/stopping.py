@@ -269,8 +269,12 @@ def boundary_score(
     if metric not in scores.columns:
         have = ", ".join(c for c in scores.columns)
         raise ArcpipeError(
-            f"the evaluation at epoch {epoch} has no {metric} (it has {have}); set the stop rule's metric to one of "
-            "them, or evaluation.pass_ks to include it"
+            f"the evaluation at epoch {epoch} has no {metric} (it has {have}); set the metric to one of them, or "
+            + (
+                "re-evaluate (evaluations before arcpipe scored cell_accuracy lack it)"
+                if metric == "cell_accuracy"
+                else "evaluation.pass_ks to include it"
+            )
         )
     tasks = list(scores.index)
     if selection_tasks == 0:

@@ -57,12 +57,12 @@ GATE = {"run": "urm-arc1-validate", "metric": "pass@1", "min": 0.05}
         (
             {"metric": "pass@3"},
             "config.yaml: runs.urm-arc1.gate.metric='pass@3': evaluation.pass_ks does not compute it; use one of "
-            "pass@1, pass@2, pass@5, pass@10, pass@100, pass@1000",
+            "pass@1, pass@2, pass@5, pass@10, pass@100, pass@1000 or cell_accuracy",
         ),
         (
             {"metric": "accuracy"},
-            "config.yaml: runs.urm-arc1.gate.metric='accuracy': not a pass@K; name it as metrics.json does, "
-            "e.g. pass@1",
+            "config.yaml: runs.urm-arc1.gate.metric='accuracy': not a pass@K or cell_accuracy; name it as "
+            "metrics.json does, e.g. pass@1",
         ),
         ({"min": 5}, "config.yaml: runs.urm-arc1.gate.min=5: Input should be less than or equal to 1"),
         ({"min": -0.1}, "config.yaml: runs.urm-arc1.gate.min=-0.1: Input should be greater than or equal to 0"),

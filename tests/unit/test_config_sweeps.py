@@ -204,3 +204,38 @@ def test_config_check_forecasts_the_sweep_and_each_arm(tmp_path, capsys):
     first = out.index("  sweep depth (base smoke-trm): 4 arms x 2 seeds = 8 runs, 0.00 GPU-h, cost 0.00")
     assert out[first + 1] == "    depth-H_cycles_1-ema_true: 2 run(s), 0.00 GPU-h, cost 0.00"
     assert out[-1] == f"{path}: ok ({len(SHIPPED['datasets'])} datasets, {len(SHIPPED['runs']) + 8} runs, 1 sweeps)"
+
+
+def _check(raw, tmp_path, capsys) -> list[str]:
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    assert main(["config", "check", str(path), "--results", str(tmp_path / "results")]) == 0
+    return capsys.readouterr().out.splitlines()
+
+
+def _gpu_hours(line: str) -> list[float]:
+    """The GPU-hours of a forecast line: one number, or the two ends of a range."""
+    amount = line.split(" GPU-h")[0].rsplit(" ", 1)[-1]
+    return [float(x.replace(",", "")) for x in amount.split("-")]
+
+
+def test_config_check_forecasts_a_halved_sweep_against_its_full_grid(tmp_path, capsys):
+    halving = {"rungs": [20000], "eta": 2}
+    lr = {"base": "trm-arc1", "grid": {"lr": [1e-5, 1e-4, 3e-4, 1e-3]}, "seeds": [0, 1], "halving": halving}
+    out = _check(_with_sweep(lr=lr), tmp_path, capsys)
+    grid = next(i for i, line in enumerate(out) if line.startswith("  sweep lr (base trm-arc1): 4 arms x 2 seeds"))
+    line = out[grid + 1]
+    # 4 arms x 2 seeds to epoch 20000, the best 2 to 100000: 8 x 20000 + 4 x 80000 run-epochs of 8 x 100000
+    assert line.startswith(
+        "    with halving (rungs 20000, eta 2): 480,000 of the full grid's 800,000 run-epochs (0.60x; arms: 4 to epoch "
+        "20000, 2 to the end (100000)); "
+    )
+    # arms that cost alike: one number, the full grid's scaled by the run-epochs (evaluations every 10000 epochs)
+    (halved,), (full,) = _gpu_hours(line), _gpu_hours(out[grid])
+    assert halved == pytest.approx(0.6 * full, rel=0.01)
+    # arms that cost differently (a swept depth): which arms go on decides, so a range, inside the full grid's bill
+    depth = {"base": "trm-arc1", "grid": {"arch_overrides.H_cycles": [1, 2, 3, 4]}, "halving": halving}
+    out = _check(_with_sweep(depth=depth), tmp_path, capsys)
+    grid = next(i for i, line in enumerate(out) if line.startswith("  sweep depth"))
+    (low, high), (full,) = _gpu_hours(out[grid + 1]), _gpu_hours(out[grid])
+    assert low < high < full and out[grid + 1].endswith("(the cheapest or the costliest arms going on at every rung)")

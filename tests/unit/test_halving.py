@@ -14,6 +14,7 @@ from arcpipe import plan
 from arcpipe.config import ArcpipeError, validate_config
 from arcpipe.config.sweeps import HalvingConfig
 from arcpipe.halving import decide_rung, rank_arms, rung_line
+from arcpipe.report.render import _halving_columns
 
 ROOT = Path(__file__).resolve().parents[2]
 ARMS = ["lr-lr_0.0001", "lr-lr_0.001", "lr-lr_0.01"]  # the grid's order
@@ -100,6 +101,37 @@ def test_decide_rung_ranks_the_mean_over_seeds_and_writes_the_record(tmp_path: P
     assert plan.DiskRecords(Path("results")).rung("lr", 2) == (ARMS[2], ARMS[0])
 
 
+def test_a_rung_on_cell_accuracy_ranks_arms_that_tie_on_pass_at_k(tmp_path: Path, monkeypatch) -> None:
+    cfg = validate_config(_config({"rungs": [2], "eta": 2, "metric": "cell_accuracy"}))
+    monkeypatch.chdir(tmp_path)
+    paths = []
+    for arm, cells in zip(ARMS, (0.5, 0.9, 0.1), strict=True):  # every arm: pass@2 0 on every task
+        out = Path(f"results/eval/{arm}/epoch_2")
+        out.mkdir(parents=True)
+        rows = [{"puzzle": f"t{i}", "test_index": 0, "pass@2": 0, "cell_accuracy": cells} for i in range(4)]
+        pd.DataFrame(rows).to_csv(out / "per_puzzle.csv", index=False)
+        paths.append(str(out / "metrics.json"))
+    record = decide_rung("lr", 2, cfg.sweeps["lr"].halving, paths, cfg, "rung.json")
+    assert record["metric"] == "cell_accuracy" and record["tie_at_cut"] is False
+    assert record["kept"] == [ARMS[1], ARMS[0]] and record["stopped"] == [ARMS[2]]
+    on_pass = decide_rung("lr", 2, HalvingConfig(rungs=[2], eta=2), paths, cfg, "rung-pass.json")
+    assert on_pass["tie_at_cut"] is True  # on pass@2 the grid's order decides
+
+
+def test_the_table_notes_what_halving_saved_with_a_base_run_on_several_seeds(tmp_path: Path, monkeypatch) -> None:
+    cfg = validate_config(_config({"rungs": [2], "eta": 2}, seeds=[0, 1]))  # the base expands to smoke-trm-s0, -s1
+    monkeypatch.chdir(tmp_path)
+    Path("results/sweeps/lr/rungs").mkdir(parents=True)
+    Path("results/sweeps/lr/rungs/epoch_2.json").write_text(json.dumps({"kept": [ARMS[2], ARMS[0]]}))
+    arms = cfg.arm_seeds("lr")
+    table = pd.DataFrame({"arm": list(arms), "gpu_hours": [1.0] * len(arms)})
+    notes = _halving_columns(cfg, "lr", arms, table)
+    stopped = table.set_index("arm")["stopped_at_rung"]
+    assert list(stopped.dropna().items()) == [(ARMS[1], 2)]  # the others (the base too) went on
+    # the stopped arm's 1 GPU-h for 2 of its 6 planned epochs: 2 GPU-h saved
+    assert "halving saved about 2.00 GPU-h" in notes[1] and "its 6 planned epochs" in notes[1]
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [
@@ -109,6 +141,8 @@ def test_decide_rung_ranks_the_mean_over_seeds_and_writes_the_record(tmp_path: P
         ({"halving": {"rungs": [2], "eta": 1}}, "eta"),
         ({"grid": {"epochs": [4, 6]}}, "sweeps.lr.grid.epochs: moves the arms' boundaries"),
         ({"base": {"stop": {"patience": 1}}}, "sweeps.lr.halving: the base run smoke-trm has a stop"),
+        ({"halving": {"rungs": [2], "metric": "pass@7"}}, "sweeps.lr.halving.metric='pass@7': evaluation.pass_ks"),
+        ({"halving": {"rungs": [2], "metric": "accuracy"}}, "not a pass@K or cell_accuracy"),
     ],
 )
 def test_halving_that_cannot_work_is_refused_in_one_line(change: dict, message: str) -> None:

@@ -138,7 +138,8 @@ def test_a_metric_the_evaluation_did_not_compute_names_the_fix():
     with pytest.raises(ArcpipeError, match=r"no pass@10 \(it has pass@1, pass@2\)"):
         boundary_score(_per_puzzle({"a": [1]}), epoch=2, metric="pass@10", selection_tasks=0, seed=0)
     assert stop_problems({"r": StopConfig(metric="pass@10", patience=1), "s": None}, [1, 2]) == [
-        "runs.r.stop.metric='pass@10': evaluation.pass_ks does not compute it; use one of pass@1, pass@2"
+        "runs.r.stop.metric='pass@10': evaluation.pass_ks does not compute it; use one of pass@1, pass@2 or "
+        "cell_accuracy"
     ]
 
 

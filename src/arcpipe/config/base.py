@@ -20,22 +20,29 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)  # a typo is an error, not a default
 
 
-def _pass_at_k(metric: str) -> str:
-    if not re.fullmatch(r"pass@[1-9][0-9]*", metric):
-        raise ValueError("not a pass@K; name it as metrics.json does, e.g. pass@1")
+CELL_ACCURACY = "cell_accuracy"  # attempt 1's share of right cells (eval/score.py): dense where pass@K is still 0
+
+
+def _metric(metric: str) -> str:
+    if metric != CELL_ACCURACY and not re.fullmatch(r"pass@[1-9][0-9]*", metric):
+        raise ValueError(f"not a pass@K or {CELL_ACCURACY}; name it as metrics.json does, e.g. pass@1")
     return metric
 
 
-PassAtK = Annotated[str, AfterValidator(_pass_at_k)]  # a metric the stop rules and gates read: pass@1, pass@2, ...
+# a metric the stop rules, gates and halving rungs read: pass@1, pass@2, ... or cell_accuracy
+Metric = Annotated[str, AfterValidator(_metric)]
 
 
 def uncomputed_metric(where: str, metric: str, pass_ks: Iterable[int]) -> str | None:
-    """A line when `where`'s PassAtK is not among the pass@K the evaluation computes (evaluation.pass_ks), else None."""
+    """A line when `where`'s Metric is a pass@K the evaluation does not compute (evaluation.pass_ks), else None
+    (cell_accuracy: every evaluation computes it)."""
     pass_ks = list(pass_ks)
-    if int(metric.removeprefix("pass@")) in pass_ks:
+    if metric == CELL_ACCURACY or int(metric.removeprefix("pass@")) in pass_ks:
         return None
-    return f"{where}={metric!r}: evaluation.pass_ks does not compute it; use one of " + ", ".join(
-        f"pass@{k}" for k in pass_ks
+    return (
+        f"{where}={metric!r}: evaluation.pass_ks does not compute it; use one of "
+        + ", ".join(f"pass@{k}" for k in pass_ks)
+        + f" or {CELL_ACCURACY}"
     )
 
 

@@ -24,7 +24,7 @@ from pydantic import (
 from pydantic_core import InitErrorDetails
 
 from arcpipe.config.arch import VARC_ARCHS
-from arcpipe.config.base import PassAtK, Strict, custom_error, did_you_mean, invalid
+from arcpipe.config.base import Metric, Strict, custom_error, did_you_mean, invalid
 from arcpipe.config.stop import StopConfig
 from arcpipe.gpus import GPUName
 
@@ -34,7 +34,7 @@ class GateConfig(Strict):
     (rule check_gate, arcpipe.gates); a gate that falls short leaves the run untrained, not failed."""
 
     run: str  # the gate run: another run of this config
-    metric: PassAtK  # a pass@K of evaluation.pass_ks, as metrics.json names it: pass@1
+    metric: Metric  # a pass@K of evaluation.pass_ks as metrics.json names it (pass@1), or cell_accuracy
     min: float = Field(ge=0, le=1)  # the gate passes when metric >= min (pass@K is a fraction)
     epoch: int | None = Field(default=None, gt=0)  # the gate run's checkpoint; None: its last
 

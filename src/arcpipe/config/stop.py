@@ -7,7 +7,7 @@ import math
 
 from pydantic import Field, model_validator
 
-from arcpipe.config.base import PassAtK, Strict, invalid, uncomputed_metric
+from arcpipe.config.base import Metric, Strict, invalid, uncomputed_metric
 
 
 class StopConfig(Strict):
@@ -15,7 +15,7 @@ class StopConfig(Strict):
     than `min_delta` over the best so far; either rule, or both (whichever fires first). target 0: as soon as the
     metric is above 0 (the run has learned anything)."""
 
-    metric: PassAtK = "pass@2"  # a pass@K of evaluation.pass_ks, as metrics.json names it
+    metric: Metric = "pass@2"  # a pass@K of evaluation.pass_ks as metrics.json names it, or cell_accuracy
     target: float | None = Field(default=None, ge=0, le=1)  # pass@K is a fraction; 0: any score above 0
     patience: int | None = Field(default=None, gt=0)  # evaluations after the best one
     min_delta: float = Field(default=0.0, ge=0)  # a gain counts when it is above this

@@ -24,7 +24,7 @@ from typing import Any, get_args
 
 from pydantic import BaseModel, Field, StrictInt, ValidationError
 
-from arcpipe.config.base import PassAtK, Strict, did_you_mean
+from arcpipe.config.base import Metric, Strict, did_you_mean
 from arcpipe.config.runs import RunConfig, SweepArm
 from arcpipe.names import check_name
 
@@ -48,7 +48,7 @@ class HalvingConfig(Strict):
 
     rungs: list[StrictInt] = Field(min_length=1)  # epochs, ascending; each a segment end before the last epoch
     eta: int = Field(default=2, ge=2)  # keep the best 1/eta of the arms at each rung (at least one)
-    metric: PassAtK = "pass@2"
+    metric: Metric = "pass@2"  # a pass@K of evaluation.pass_ks, or cell_accuracy (dense: early rungs rank apart)
 
 
 class SweepConfig(Strict):

@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from arcpipe.config.base import Strict, invalid, uncomputed_metric
+from arcpipe.config.base import CELL_ACCURACY, Strict, invalid, uncomputed_metric
 from arcpipe.config.datasets import DatasetConfig
 from arcpipe.config.evaluation import EvaluationConfig, KaggleConfig, ReportConfig
 from arcpipe.config.runs import RunConfig
@@ -135,6 +135,10 @@ class WorkflowConfig(Strict):
             )
         problems += _gate_problems(self.runs, self.evaluation.pass_ks)
         problems += stop_problems({name: run.stop for name, run in self.runs.items()}, self.evaluation.pass_ks)
+        for name, sweep in self.sweeps.items():
+            where = f"sweeps.{name}.halving.metric"
+            if sweep.halving and (problem := uncomputed_metric(where, sweep.halving.metric, self.evaluation.pass_ks)):
+                problems.append(problem)
         for name, run in self.runs.items():
             if run.stop is None:
                 continue
@@ -169,7 +173,8 @@ class WorkflowConfig(Strict):
                     MAX_EVALUATIONS,
                 )
             few = self.evaluation.selection_tasks
-            if run.stop is not None and run.stop.patience is not None and 0 < few < FEW_HELD_OUT:
+            coarse = run.stop is not None and run.stop.metric != CELL_ACCURACY  # a pass@K moves in whole tasks
+            if coarse and run.stop.patience is not None and 0 < few < FEW_HELD_OUT:
                 # benchmarks/RESULTS.md (2026-11-26, staged runs on a curve that learns): on 2 held-out tasks a
                 # patience of 3 stopped a run at epoch 80 of 160 whose test pass@2 rose to 22.9% at epoch 120
                 log.warning(

@@ -4,14 +4,20 @@ pass@K (upstream.md 5.3): a test pair is solved at K when its true output is amo
 scores the fraction of its test pairs solved (fractional credit); pass@K is the mean over every task of
 test_puzzles.json, so a pair without any prediction counts as wrong.
 
+Cell accuracy, the dense companion of pass@K (for stop rules and halving rungs early in training, when every arm
+still scores pass@2 = 0): per test pair, the share of the true output's cells that the best candidate (attempt 1)
+gets right, 0 where its shape differs from the true output's or it has no candidate; per task, the mean over its
+test pairs; the evaluation's, the mean over tasks. It measures how close attempt 1 is, not whether it is right.
+
     scores = score(votes, test, ks)                            # vote.vote's candidates: the evaluation's pass@K
+    scores.cell_accuracy                                       # and each test pair's cell accuracy (see below)
     by_step = score_by_depth(vote_by_depth(...), test, ks)     # pass@K after every ACT step (accuracy vs depth)
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -35,6 +41,11 @@ class Scores:
     label_rank: np.ndarray  # (P,) int64 0-based rank of the true output among the candidates, -1 if absent
     task_score: np.ndarray  # (T, len(ks)) fraction of the task's test pairs solved at each K
     pass_at: dict[int, float] = field(default_factory=dict)  # K -> mean task score
+    # (P,) float64 share of the true output's cells attempt 1 gets right (module docstring); None when the scores
+    # were made from label ranks alone (score_ranks, score_by_depth: no candidate grids to compare)
+    cell_accuracy: np.ndarray | None = None
+    task_cell_accuracy: np.ndarray | None = None  # (T,) the mean over each task's test pairs
+    mean_cell_accuracy: float | None = None  # the mean over tasks
 
     def solved(self, k: int) -> np.ndarray:
         """(P,) bool: the pair's true output is among its k best candidates."""
@@ -43,7 +54,15 @@ class Scores:
 
 def score(votes: Votes, test: TestPuzzles, ks: Sequence[int] = DEFAULT_KS) -> Scores:
     """pass@K for each K in `ks`: per test pair, averaged per task, then over all tasks of `test`."""
-    return score_ranks(_label_ranks(votes, test), test, ks)
+    scores = score_ranks(_label_ranks(votes, test), test, ks)
+    cells = _cell_accuracy(votes, test)
+    per_task = np.add.reduceat(cells, test.task_pair_start[:-1]) / np.diff(test.task_pair_start)
+    return replace(
+        scores,
+        cell_accuracy=cells,
+        task_cell_accuracy=per_task,
+        mean_cell_accuracy=float(per_task.sum() / test.num_tasks),
+    )
 
 
 def score_ranks(label_rank: np.ndarray, test: TestPuzzles, ks: Sequence[int] = DEFAULT_KS) -> Scores:
@@ -80,6 +99,17 @@ def _label_ranks(votes: Votes, test: TestPuzzles) -> np.ndarray:
         votes.start[1:],
     )
     return np.where(found >= 0, found - votes.start[:-1], -1).astype(np.int64)
+
+
+def _cell_accuracy(votes: Votes, test: TestPuzzles) -> np.ndarray:
+    # per pair: attempt 1 (the pair's first candidate) against the true output, cell by cell; 0 where the shapes
+    # differ, the pair has no candidate or no known output
+    out = np.zeros(test.num_pairs, dtype=np.float64)
+    for p in np.flatnonzero(test.has_label & (votes.start[1:] > votes.start[:-1])):
+        label, best = test.labels[p], votes.grids[int(votes.start[p])]
+        if best.shape == label.shape and label.size:
+            out[p] = float((best == label).mean())
+    return out
 
 
 def _key_label_ranks(votes: KeyVotes, label_keys: np.ndarray, test: TestPuzzles) -> np.ndarray:

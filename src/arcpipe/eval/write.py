@@ -175,6 +175,7 @@ def metrics_of(
         "epoch": epoch,
         "voting": "single-checkpoint",
         **{f"pass@{k}": v for k, v in result.scores.pass_at.items()},
+        **({} if result.scores.mean_cell_accuracy is None else {"cell_accuracy": result.scores.mean_cell_accuracy}),
         "num_tasks": result.test.num_tasks,
         "num_test_inputs": result.test.num_pairs,
         "num_predictions": votes.num_used + votes.num_unmatched + votes.num_other,
@@ -192,12 +193,15 @@ def metrics_of(
 
 
 def per_puzzle_csv(result: EvalResult) -> str:
-    """One row per test input: puzzle, test_index, pass@K columns (0/1), candidates, winner's votes, label's rank."""
+    """One row per test input: puzzle, test_index, pass@K columns (0/1), cell_accuracy (attempt 1's share of right
+    cells, score.py), candidates, winner's votes, label's rank."""
     test, votes, scores = result.test, result.votes, result.scores
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(
-        ["puzzle", "test_index", *(f"pass@{k}" for k in scores.ks), "num_votes", "num_candidates"]
+        ["puzzle", "test_index", *(f"pass@{k}" for k in scores.ks)]
+        + (["cell_accuracy"] if scores.cell_accuracy is not None else [])
+        + ["num_votes", "num_candidates"]
         + ["winner_votes", "winner_mean_q", "label_rank", "label_among_candidates"]
     )
     pair_task, pair_index = test.pair_task, test.pair_index
@@ -208,6 +212,7 @@ def per_puzzle_csv(result: EvalResult) -> str:
         writer.writerow(
             [test.task_names[pair_task[p]], int(pair_index[p])]
             + [int(0 <= rank_ < k) for k in scores.ks]
+            + ([f"{scores.cell_accuracy[p]:.6f}"] if scores.cell_accuracy is not None else [])
             + [int(count.sum()), len(count)]
             + ([int(count[0]), f"{votes.q_sum[cands][0] / count[0]:.6f}"] if len(count) else [0, ""])
             + [rank_ + 1 if rank_ >= 0 else "", int(rank_ >= 0)]

@@ -7,7 +7,8 @@ their seed, compared with the base arm on the same seeds and the same test tasks
 Each arm is read at each of its runs' last evaluated checkpoint (where it stopped, or its last epoch) and scored
 from the evaluations' per-task results (per_puzzle.csv) on the reported tasks: the test tasks less `held_out`, the
 tasks checkpoint selection or a halving rung read (a number chosen on some tasks is reported on the others). Per
-arm and pass@K: the mean over seeds and its 95% Student-t interval. Against the base, at pass@`main_k`: the paired
+arm and pass@K (and attempt 1's cell accuracy, where the evaluations wrote it): the mean over seeds and its 95%
+Student-t interval. Against the base, at pass@`main_k`: the paired
 difference over the seeds both arms have (its interval and the paired t-test's p), and over tasks (each task's
 score averaged over the arm's seeds): the exact sign test (wins, losses, p) and the bootstrap interval of the mean
 difference (arcpipe.report.paired says how each is computed). GPU-hours: training and evaluation of the arm's runs
@@ -41,15 +42,17 @@ def ablation_table(
         raise ArcpipeError(f"the base arm {base!r} is not an arm ({', '.join(arms)}); name one of them")
     metric = f"pass@{main_k}"
     scores = {arm: _arm_task_scores(evals, per_puzzle, runs, held_out) for arm, runs in arms.items()}
+    # attempt 1's cell accuracy (eval/score.py), where every evaluation read wrote it
+    cells = all("cell_accuracy" in frame for by_seed in scores.values() for frame in by_seed.values())
     rows = []
     for arm in [base, *(a for a in arms if a != base)]:
         by_seed = scores[arm]
         row: dict[str, object] = {"arm": arm, "base": arm == base, "seeds": len(by_seed)}
         row["runs"] = ", ".join(arms[arm][seed] for seed in by_seed)
-        for k in ks:
-            values = [100 * float(frame[f"pass@{k}"].mean()) for frame in by_seed.values()]
+        for column in [f"pass@{k}" for k in ks] + ["cell_accuracy"] * cells:
+            values = [100 * float(frame[column].mean()) for frame in by_seed.values()]
             mean, _, low, high = mean_interval(values)
-            row |= {f"pass@{k}": mean, f"pass@{k}_ci95_low": low, f"pass@{k}_ci95_high": high}
+            row |= {column: mean, f"{column}_ci95_low": low, f"{column}_ci95_high": high}
         if arm != base:
             row |= _against_base(by_seed, scores[base], metric, bootstrap_draws)
         if hours is not None:

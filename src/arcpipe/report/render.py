@@ -147,7 +147,7 @@ def _halving_columns(
         stopped[arm] = p.stopped_at if "/rungs/" in p.halted_by else None
     table["stopped_at_rung"] = [stopped.get(arm) for arm in table["arm"]]
     halving = cfg.sweeps[sweep].halving
-    epochs = cfg.runs[cfg.sweeps[sweep].base].epochs  # every arm's: halving refuses a grid that moves them
+    epochs = cfg.runs[cfg.reference_of(sweep)[0]].epochs  # every arm's: halving refuses a grid that moves them
     saved = sum(
         row["gpu_hours"] * (epochs / row["stopped_at_rung"] - 1)
         for _, row in table.iterrows()

@@ -31,8 +31,9 @@ from arcpipe.report.format import SELECTED_ON_TEST
 
 
 def task_scores(per_puzzle: pd.DataFrame) -> pd.DataFrame:
-    """Per task (index, in file order): pass@K columns as the fraction of the task's test inputs solved."""
-    columns = [c for c in per_puzzle.columns if re.fullmatch(r"pass@\d+", str(c))]
+    """Per task (index, in file order): pass@K columns as the fraction of the task's test inputs solved, and
+    cell_accuracy (the mean over its test inputs) where the evaluation wrote it."""
+    columns = [c for c in per_puzzle.columns if re.fullmatch(r"pass@\d+", str(c)) or c == "cell_accuracy"]
     return per_puzzle.groupby("puzzle", sort=False)[columns].mean()
 
 
@@ -79,7 +80,7 @@ def selection_table(
         for path, other in zip(group["path"].iloc[1:], scores[1:], strict=True):
             if list(other.index) != tasks:
                 raise ArcpipeError(f"{Path(path).with_name('per_puzzle.csv')}: other test tasks than the run's first")
-        ks = sorted(int(c.split("@")[1]) for c in scores[0].columns)
+        ks = sorted(int(c.split("@")[1]) for c in scores[0].columns if str(c).startswith("pass@"))
         main = f"pass@{main_k}" if main_k in ks else f"pass@{ks[-1]}"
         seed = int(seeds.get(str(run), 0))
         held = held_out_tasks(tasks, n, seed, source=f"run {run}")

@@ -43,6 +43,22 @@ def test_pass_at_k_is_averaged_over_every_task_including_ones_without_prediction
     assert scores.label_rank.tolist() == [1, 0, -1, -1, -1]
 
 
+def test_cell_accuracy_compares_attempt_1_with_the_true_output_cell_by_cell(make_rows):
+    test = tasks({"a": [(X, Y)], "b": [(X, Y), ([[1]], [[1]])], "c": [(X, Y)], "d": [(X, Y)]})
+    # a: W (3 of Y's 4 cells) ranks first on q, Y second; b: right, and its second pair unanswered; c: V, another
+    # shape than Y; d: no predictions
+    rows = [("a", X, W, 1.0), ("a|||t2|||0123456789", X, Y, 0.0), ("b", X, Y, 0.0), ("c", X, V, 0.0)]
+    scores = score(vote(**make_rows(rows), test=test), test, (1, 2))
+    assert scores.cell_accuracy.tolist() == [0.75, 1.0, 0.0, 0.0, 0.0]
+    assert scores.task_cell_accuracy.tolist() == [0.75, 0.5, 0.0, 0.0]
+    assert scores.mean_cell_accuracy == 1.25 / 4
+    # what it is for: a run that is closer scores higher while every pass@1 is still 0
+    closer = score(vote(**make_rows([("a", X, [[5, 6], [0, 0]], 0.0)]), test=test), test, (1,))
+    farther = score(vote(**make_rows([("a", X, [[0, 6], [0, 0]], 0.0)]), test=test), test, (1,))
+    assert closer.pass_at[1] == farther.pass_at[1] == 0
+    assert closer.mean_cell_accuracy > farther.mean_cell_accuracy
+
+
 def _steps(make_rows, steps):
     """The rows of every step (same views, same order), their keys (N, D, 2) and q_halt (N, D)."""
     arrays = [make_rows([(name, X, y, q) for name, y, q in step] + [("u", X2, Y2, 0.0)]) for step in steps]
