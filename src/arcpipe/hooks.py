@@ -83,7 +83,7 @@ def print_forecast(cfg: WorkflowConfig, results: Path, argv: list[str]) -> None:
     lines = forecast_lines(cfg, results, listed, ranges)
     for sweep, target in zip(cfg.sweeps, cfg.sweep_targets, strict=True):
         if target in named:  # the sweep as a whole and per arm, as `arcpipe config check` prints it
-            lines += sweep_forecast_lines(cfg, sweep, ranges)
+            lines += sweep_forecast_lines(cfg, sweep, ranges, results)
     for line in lines:
         print(f"arcpipe forecast: {line}", file=sys.stderr)
     for problem in fit_problems(cfg, listed, results)[0]:

@@ -12,9 +12,10 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import pandas as pd
 from wandb.proto import wandb_internal_pb2 as pb
 
-from arcpipe.train.tracking import wandb_run_id
+from arcpipe.train.tracking import log_ablation, wandb_run_id
 
 SENTINEL = "arcpipe-wandb-sentinel-" + "fedcba9876543210" * 2
 
@@ -54,6 +55,28 @@ def test_offline_training_and_evaluation_keep_the_key_out_of_every_file(
 
     hits = [p for p in tmp_path.rglob("*") if p.is_file() and SENTINEL.encode() in p.read_bytes()]
     assert hits == []
+
+
+def test_a_sweeps_ablation_table_goes_to_wandb_beside_its_arms(tmp_path: Path, monkeypatch) -> None:
+    for key in [k for k in os.environ if k.startswith("WANDB_")]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("WANDB_API_KEY", SENTINEL)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    table = pd.DataFrame({"arm": ["base", "lr-lr_0.01"], "pass@2": [12.5, float("nan")], "seeds": [2, 2]})
+    assert not log_ablation("lr", {"wandb": "disabled"}, table, None, tmp_path / "off")
+    assert not (tmp_path / "off").exists()
+    assert log_ablation("lr", {"wandb": "offline", "wandb_project": "p"}, table, None, tmp_path / "on")
+    (fragment,) = (tmp_path / "on").glob(f"wandb/offline-run-*-{wandb_run_id('sweep-lr-ablation')}/run-*.wandb")
+    records = list(_records(fragment.read_bytes()))
+    run = next(r.run for r in records if r.WhichOneof("record_type") == "run")
+    # the arms' group (train/tracking.py's wandb_grouping for a sweep's runs), a job type of its own
+    assert (run.run_group, run.job_type, run.display_name) == ("sweep-lr", "ablation", "sweep-lr-ablation")
+    (history,) = [r.history for r in records if r.WhichOneof("record_type") == "history"]
+    logged = {item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in history.item}
+    assert logged["ablation/_type"] == "table-file" and logged["ablation/nrows"] == 2
+    saved = next((tmp_path / "on").rglob("media/table/ablation_*.table.json"))
+    assert json.loads(saved.read_text())["data"] == [["base", 12.5, 2], ["lr-lr_0.01", None, 2]]
+    assert [p for p in tmp_path.rglob("*") if p.is_file() and SENTINEL.encode() in p.read_bytes()] == []
 
 
 def _records(data: bytes) -> Iterator[pb.Record]:

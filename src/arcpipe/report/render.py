@@ -51,6 +51,7 @@ from arcpipe.report.tables import (
     passk_table,
     pooled_table,
 )
+from arcpipe.train.tracking import log_ablation
 
 PASSK_NOTES = [
     "pass@K in %, averaged over every test task (fractional credit for tasks with several test inputs).",
@@ -98,7 +99,8 @@ def render_ablation(
 ) -> list[Path]:
     """Sweep `sweep`'s ablation table (report/ablation.py: each arm against the sweep's base run, over seeds and
     over tasks) as ablation.{csv,md,html}, and its arms' score against GPU-hours as ablation.png, in out_dir.
-    Held out as the report's checkpoint selection holds them out: evaluation.selection_tasks of the test tasks."""
+    Held out as the report's checkpoint selection holds them out: evaluation.selection_tasks of the test tasks.
+    The table and plot also go to W&B beside the arms when the base run's `wandb` is not disabled (log_ablation)."""
     cfg = WorkflowConfig.model_validate(dict(config))
     out_dir, main_k = Path(out_dir), cfg.report.main_k
     arms, base = cfg.arm_seeds(sweep), cfg.sweeps[sweep].base
@@ -132,6 +134,8 @@ def render_ablation(
         table, written[0], written[1], f"Ablation: sweep {sweep}", notes, shown=_ablation_shown(table, ks, main_k)
     )
     plot_ablation(table, out_dir / "ablation.png", f"pass@{main_k}")
+    base_config = cfg.runs[cfg.reference_of(sweep)[0]].model_dump(mode="json")
+    log_ablation(sweep, base_config, table, out_dir / "ablation.png", out_dir)  # W&B, in the base run's mode
     return [*written, out_dir / "ablation.png"]
 
 

@@ -233,6 +233,39 @@ def mirror_evaluations(run: RunConfig, run_name: str, results: Path) -> int:
     return sum(log_evaluation(config, run_name, json.loads(p.read_text()), p.parent) for p in paths)
 
 
+def log_ablation(sweep: str, base_config: Mapping[str, Any], table: Any, plot: Path | None, out_dir: Path) -> bool:
+    """Log a sweep's ablation table (report/ablation.py's frame) and its plot into W&B, beside the sweep's arms: one
+    W&B run `sweep-<name>-ablation` in the sweep's group (`sweep-<name>`, where every arm is a job type), job type
+    `ablation`, in the mode of the base run's `wandb` (resolved as for training: `wandb_mode`); True if it logged.
+    Each render (an arm added, a rung decided) logs the table again at the next step of the same W&B run, so its
+    last row is the current table. The CSV and HTML under results/report/sweeps/<name>/ stay the record."""
+    mode = wandb_mode(base_config.get("wandb", "disabled"))
+    if mode == "disabled":
+        log.info("W&B: ablation table of sweep %s not logged (mode disabled)", sweep)
+        return False
+    import wandb
+
+    frame = table.astype(object).where(table.notna(), None)  # W&B tables hold None, not NaN
+    name = f"sweep-{sweep}-ablation"
+    with wandb.init(
+        project=base_config.get("wandb_project", "arcpipe"),
+        name=name,
+        group=f"sweep-{sweep}",
+        job_type="ablation",
+        id=wandb_run_id(name),
+        resume="allow",
+        mode=mode,
+        dir=str(out_dir),
+        settings=wandb.Settings(x_disable_stats=True, console="off"),
+    ) as run:
+        record: dict[str, Any] = {"ablation": wandb.Table(dataframe=frame)}
+        if plot is not None and plot.is_file():
+            record["ablation_plot"] = wandb.Image(str(plot))
+        run.log(record)
+    log.info("W&B run %s (%s): ablation table of %d arms logged", name, mode, len(table))
+    return True
+
+
 def _hms(seconds: float) -> str:
     if seconds == float("inf"):
         return "?"
