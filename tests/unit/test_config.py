@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from arcpipe import plan
 from arcpipe.cli import main
 from arcpipe.config import ArcpipeError, json_schema, load_config, validate_config, workflow_config
 
@@ -103,8 +104,22 @@ def test_ttt_is_refused_on_a_dataset_without_the_test_demonstrations():
     raw["datasets"]["smoke"]["test_demos_in_train"] = False
     with pytest.raises(ArcpipeError, match="runs.smoke-varc.ttt fits each test task on its demonstrations"):
         validate_config(raw)
+    # upstream's protocol: train without them, fit on a dataset that holds them
+    raw["datasets"]["smoke-eval"] = {**copy.deepcopy(SHIPPED["datasets"]["smoke"]), "test_demos_in_train": True}
+    raw["runs"]["smoke-varc"]["ttt"]["dataset"] = "smoke-eval"
+    cfg = validate_config(raw)
+    assert plan.ttt_dataset(cfg.runs["smoke-varc"]) == "smoke-eval"
+    assert plan.ttt_row("smoke-varc", cfg.runs["smoke-varc"]) == "smoke-varc@smoke-eval"
+    raw["runs"]["smoke-varc"]["ttt"]["dataset"] = "smoke"
+    with pytest.raises(ArcpipeError, match="which ttt.dataset smoke leaves out .* set ttt.dataset to a dataset"):
+        validate_config(raw)
+    raw["runs"]["smoke-varc"]["ttt"]["dataset"] = "smoke-evall"
+    with pytest.raises(ArcpipeError, match=r"runs.smoke-varc.ttt.dataset='smoke-evall' is not declared"):
+        validate_config(raw)
     del raw["runs"]["smoke-varc"]["ttt"]
     validate_config(raw)
+    cfg = validate_config(SHIPPED)  # the run's own dataset: its row is the run's
+    assert plan.ttt_row("smoke-varc", cfg.runs["smoke-varc"]) == "smoke-varc"
 
 
 def test_each_problem_is_a_line_of_its_own():

@@ -51,6 +51,11 @@ class TTTConfig(Strict):
     # job j of `jobs` takes test tasks j, j + jobs, ... (known before the data exist): 400 is one task per job on
     # ARC-AGI-1's evaluation set; fewer jobs work through several tasks each on one GPU
     jobs: int = Field(default=400, gt=0)
+    # the dataset whose test tasks are fitted and answered, each on its demonstrations (every view) in that
+    # dataset's train split; None: the run's own. Another one is upstream's protocol: offline training without the
+    # evaluation tasks (test_demos_in_train: false, or training tasks only), then test-time training on a dataset of
+    # the evaluation tasks, whose views (num_aug) are the ones each task is fitted and voted on (docs/varc.md)
+    dataset: str | None = None
 
 
 class SweepArm(Strict):

@@ -107,10 +107,17 @@ class WorkflowConfig(Strict):
                     f"runs.{name}.dataset={run.dataset!r} is not declared under datasets "
                     f"(declared: {', '.join(sorted(self.datasets))})"
                 )
-            elif run.ttt is not None and not self.datasets[run.dataset].test_demos_in_train:
+            elif run.ttt is not None and run.ttt.dataset is not None and run.ttt.dataset not in self.datasets:
                 problems.append(
-                    f"runs.{name}.ttt fits each test task on its demonstrations in the train split, which dataset "
-                    f"{run.dataset} leaves out (test_demos_in_train: false); remove ttt or use another dataset"
+                    f"runs.{name}.ttt.dataset={run.ttt.dataset!r} is not declared under datasets "
+                    f"(declared: {', '.join(sorted(self.datasets))})"
+                )
+            elif run.ttt is not None and not self.datasets[run.ttt.dataset or run.dataset].test_demos_in_train:
+                where = "ttt.dataset" if run.ttt.dataset else "dataset"
+                problems.append(
+                    f"runs.{name}.ttt fits each test task on its demonstrations in the train split, which "
+                    f"{where} {run.ttt.dataset or run.dataset} leaves out (test_demos_in_train: false); set "
+                    "ttt.dataset to a dataset that holds them (docs/varc.md)"
                 )
         last = self.evaluation.ensemble_last
         short = [

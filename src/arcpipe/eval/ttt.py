@@ -10,8 +10,9 @@ Snakemake job takes the test tasks j, j + jobs, j + 2 jobs, ... of the dataset's
 before the data exist, so `snakemake -n` plans every job at once), and for each task, from the checkpoint's
 weights:
 
-1. the task's views (its dihedral x colour-permutation identifiers in the dataset) get fresh task tokens, drawn as
-   upstream draws a new table (trunc-normal, std 0.02);
+1. the task's views (its dihedral x colour-permutation identifiers in the dataset) get a fresh task-token table of
+   their own, one row per view, drawn as upstream draws its new table (trunc-normal, std 0.02), in place of the
+   checkpoint's (whose rows are the offline dataset's tasks: the dataset answered may be another, `ttt.dataset`);
 2. the whole model trains on the views' demonstrations (the train split's rows of the task) with upstream's recipe:
    AdamW (lr 3e-4, betas 0.9/0.999, no weight decay), batch 8, gradients clipped at 1, dropout on, epochs 0..E with
    the rate set per epoch (linear warm-up over `warmup_epochs` from 0, then half a cosine to 0 at epoch E), every
@@ -79,6 +80,26 @@ def lr_factor(epoch: int, cfg: TTTConfig) -> float:
     return 0.5 * (1.0 + math.cos(math.pi * (epoch - cfg.warmup_epochs) / span))
 
 
+def task_views(example_ids: np.ndarray, identifiers: Sequence[str], task: str) -> tuple[np.ndarray, np.ndarray]:
+    """The train-split rows of `task`'s demonstrations (every view) and its views' identifiers, sorted."""
+    rows = rows_of_tasks(example_ids, identifiers, [task])
+    if len(rows) == 0:
+        raise ArcpipeError(f"test task {task} has no demonstrations in the dataset's train split; rebuild the dataset")
+    return rows, np.unique(example_ids[rows])
+
+
+def local_ids(example_ids: np.ndarray, rows: np.ndarray, views: np.ndarray, task: str) -> np.ndarray:
+    """`example_ids` with `rows`' identifiers renumbered 0..len(views) - 1 (their rows of the task's own table)."""
+    slots = np.searchsorted(views, example_ids[rows])
+    if (slots >= len(views)).any() or (views[np.minimum(slots, len(views) - 1)] != example_ids[rows]).any():
+        raise ArcpipeError(
+            f"test task {task}: a test view has no demonstrations in the train split; rebuild the dataset"
+        )
+    local = example_ids.copy()
+    local[rows] = slots
+    return local
+
+
 def fit_task(
     head: torch.nn.Module,
     split: Any,
@@ -89,18 +110,20 @@ def fit_task(
     seed: int,
     device: torch.device,
 ) -> dict[str, float]:
-    """Train `head` in place on the demonstrations of `task`'s views (module doc, steps 1 and 2); its statistics."""
-    rows = rows_of_tasks(example_ids, identifiers, [task])
-    if len(rows) == 0:
-        raise ArcpipeError(f"test task {task} has no demonstrations in the dataset's train split; rebuild the dataset")
-    views = np.unique(example_ids[rows])
-    table = head.model.inner.task_token_embed.weight
+    """Train `head` in place on the demonstrations of `task`'s views (module doc, steps 1 and 2); its statistics.
+    The head's task-token table becomes the task's own, one fresh row per view (as upstream's new table): rows
+    0..V-1 in the order of the views' identifiers (`local_ids` renumbers the task's rows to match)."""
+    rows, views = task_views(example_ids, identifiers, task)
+    inner = head.model.inner
+    old = inner.task_token_embed.weight
     stream = zlib.crc32(task.encode())
     generator = torch.Generator().manual_seed(seed * 1_000_003 + stream)
     with torch.no_grad():
-        fresh = torch.empty((len(views), table.shape[1]), dtype=torch.float32)
+        fresh = torch.empty((len(views), old.shape[1]), dtype=torch.float32)
         torch.nn.init.trunc_normal_(fresh, std=TOKEN_STD, generator=generator)
-        table[torch.from_numpy(views).to(table.device)] = fresh.to(table.device, table.dtype)
+        inner.task_token_embed = torch.nn.Embedding(len(views), old.shape[1], device=old.device, dtype=old.dtype)
+        inner.task_token_embed.weight.copy_(fresh)
+    example_ids = local_ids(example_ids, rows, views, task)
     params = [p for p in head.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.999), weight_decay=0.0)
     order_rng = np.random.default_rng([seed, stream])
@@ -184,9 +207,11 @@ def run_job(
                 continue
             head, _ = model_from_checkpoint(ckpt, env.device, source=checkpoint, batch_size=cfg.batch_size)
             stats[task] = fit_task(head, train, train_ids, identifiers, task, cfg, seed, env.device)
-            rows = np.repeat(rows_of_tasks(test_ids, identifiers, [task]), evaluation.canvas_attempts)
+            rows = rows_of_tasks(test_ids, identifiers, [task])
+            task_ids = local_ids(test_ids, rows, task_views(train_ids, identifiers, task)[1], task)  # its table's
+            rows = np.repeat(rows, evaluation.canvas_attempts)
             batch = max(min(evaluation.batch_size, len(rows)), 1)
-            answers = predict(head, test.inputs, test.labels, test_ids, rows, batch, env, compile=False)
+            answers = predict(head, test.inputs, test.labels, task_ids, rows, batch, env, compile=False)
             assert answers is not None  # one process
             part = {"rows": answers.rows, "preds": answers.preds, "q_halt_logits": answers.q_halt_logits}
             parts.append(part)
