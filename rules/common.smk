@@ -62,7 +62,7 @@ def preflights_for(target):
 
 
 def dataset_config(wildcards):
-    return CFG.datasets[wildcards.dataset].model_dump(mode="json")
+    return CFG.datasets[wildcards.dataset].build_params()
 
 
 def re_arc_files(wildcards):

@@ -166,3 +166,37 @@ def test_a_failed_write_leaves_no_partial_dataset(tmp_path, monkeypatch):
     with pytest.raises(OSError, match="No space left"):
         build_dataset(VECTORS["v4"], tmp_path / "ds")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_varc_views_are_upstreams_51_test_time_views_of_every_task(tmp_path):
+    from arcpipe.data.augment import NUM_COLOURS, VARC_TTT_DIHEDRALS, parse_identifier, to_canvas
+    from arcpipe.data.verify import verify_dataset
+
+    cfg = VECTORS["v4"].model_copy(update={"num_aug": 50, "views": "varc"})
+    build_dataset(cfg, tmp_path / "ds")
+    report = verify_dataset(tmp_path / "ds")
+    assert report["ok"], report
+    names = json.loads((tmp_path / "ds/identifiers.json").read_text())
+    puzzles = json.loads((tmp_path / "ds/test_puzzles.json").read_text())
+    test = {k: np.load(tmp_path / f"ds/test/all__{k}.npy") for k in ("inputs", "puzzle_indices", "puzzle_identifiers")}
+    views: dict[str, list] = {}
+    for puzzle, ident in enumerate(test["puzzle_identifiers"]):
+        task, augmentation = parse_identifier(names[ident])
+        views.setdefault(task, []).append(augmentation)
+        rows = range(test["puzzle_indices"][puzzle], test["puzzle_indices"][puzzle + 1])
+        for row, pair in zip(rows, puzzles[task]["test"], strict=True):  # each view's test inputs, in order
+            grid = augmentation.apply(np.array(pair["input"], dtype=np.uint8))
+            assert (test["inputs"][row] == to_canvas(grid).ravel()).all()
+    assert sorted(views) == sorted(puzzles) and {len(v) for v in views.values()} == {51}
+    for augmentations in views.values():
+        assert augmentations[0].is_identity  # the original, then each dihedral with its 10 colourings
+        assert [a.tid for a in augmentations[1:]] == [tid for tid in VARC_TTT_DIHEDRALS for _ in range(10)]
+        for d in range(len(VARC_TTT_DIHEDRALS)):
+            block = augmentations[1 + 10 * d : 11 + 10 * d]
+            assert block[0].colours == tuple(range(NUM_COLOURS))  # the identity colours first
+            assert all(a.colours[0] == 0 for a in block) and len({a.colours for a in block}) == 10
+    # reproducible from the seed alone
+    build_dataset(cfg, tmp_path / "again")
+    assert file_hashes(tmp_path / "ds") == file_hashes(tmp_path / "again")
+    with pytest.raises(ValueError, match="views: varc is upstream VARC's 51 views per task: set num_aug: 50"):
+        VECTORS["v4"].model_validate({**VECTORS["v4"].model_dump(), "views": "varc"})

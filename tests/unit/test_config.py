@@ -252,3 +252,13 @@ def test_the_kaggle_recipe_fits_four_24_gb_gpus_and_twelve_hours():
     assert run.global_batch_size == published.global_batch_size  # the published batch, by accumulation
     assert run.global_batch_size % (run.num_devices * run.micro_batch) == 0 and run.micro_batch <= 57
     assert run.max_hours is not None and run.max_hours <= 12 and run.epochs % run.eval_interval == 0
+
+
+def test_a_dataset_field_added_since_rebuilds_nothing_at_its_default():
+    cfg = validate_config(SHIPPED)
+    smoke = cfg.datasets["smoke"]
+    params = smoke.build_params()  # Snakemake's params of build_dataset: unchanged by the new field at its default
+    assert "views" not in params and params == {k: v for k, v in smoke.model_dump(mode="json").items() if k != "views"}
+    varc = smoke.model_copy(update={"views": "varc", "num_aug": 50})
+    assert varc.build_params()["views"] == "varc"  # set: a change, so a rebuild
+    assert type(smoke).model_validate(params) == smoke  # the build reads the same config back

@@ -84,6 +84,9 @@ Source = Annotated[
 ]
 
 
+ADDED_AT_DEFAULT = {"views": "drawn"}  # DatasetConfig.build_params
+
+
 class DatasetConfig(Strict):
     sources: list[Source] = Field(min_length=1)
     test_set: SubsetName  # the subset whose test pairs form the test split
@@ -95,6 +98,17 @@ class DatasetConfig(Strict):
     # False: the test set's tasks (demonstrations included) stay out of the train split, as upstream VARC's offline
     # model never sees the evaluation tasks; they get identifiers of their own after the trained ones
     test_demos_in_train: bool = True
+    # the views of each task: `drawn`, num_aug distinct dihedral x colour views drawn per task (TRM's); `varc`,
+    # upstream VARC's 51 test-time views (data/augment.py: the original, then 5 of the 8 dihedral transforms, each
+    # with the identity colours and 9 permutations keeping 0), for a dataset that test-time training answers
+    views: Literal["drawn", "varc"] = "drawn"
+
+    def build_params(self) -> dict[str, Any]:
+        """What a build depends on, as Snakemake's params of build_dataset: the config, less the fields added since
+        datasets were first built while they hold their default (ADDED_AT_DEFAULT), so that a new field never
+        rebuilds the datasets already on disk."""
+        dump = self.model_dump(mode="json")
+        return {k: v for k, v in dump.items() if k not in ADDED_AT_DEFAULT or v != ADDED_AT_DEFAULT[k]}
 
     @model_validator(mode="after")
     def _supported(self) -> DatasetConfig:
@@ -111,6 +125,8 @@ class DatasetConfig(Strict):
                 "mode upstream_exact replays TRM's builder, which always trains on the test set's demonstrations; "
                 "use mode: fast with test_demos_in_train: false"
             )
+        if self.views == "varc" and (self.num_aug != 50 or self.mode != "fast"):
+            problems.append("views: varc is upstream VARC's 51 views per task: set num_aug: 50 and mode: fast")
         if problems:
             raise ValueError("; ".join(problems))
         return self

@@ -27,6 +27,32 @@ DIHEDRAL_INVERSE = (0, 3, 2, 1, 4, 5, 6, 7)  # DIHEDRAL_INVERSE[t] undoes t
 TRANSPOSING = (False, True, False, True, False, False, True, True)  # tids that swap height and width
 
 
+# upstream VARC's test-time views (upstream-varc.md 4.4): after the original, Rotate(90), Rotate(270), Rotate(180),
+# Flip(0) (up-down) and Flip(1) (left-right), each with the identity colours and VARC_TTT_PERMUTATIONS others
+VARC_TTT_DIHEDRALS = (1, 3, 2, 5, 4)
+VARC_TTT_PERMUTATIONS = 9
+VARC_TTT_VIEWS = 1 + len(VARC_TTT_DIHEDRALS) * (1 + VARC_TTT_PERMUTATIONS)  # 51
+
+
+def varc_ttt_views(task_ids: list[str], seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Upstream VARC's 51 test-time views of each task, in its order: (T, 51) dihedral ids and (T, 51, 10) colour
+    maps. Colour 0 stays 0; the other nine are permuted uniformly, from numpy's generator seeded with (seed, the
+    task id's crc32, the view), where upstream prefers colours the task does not use (a documented difference)."""
+    tids = np.zeros((len(task_ids), VARC_TTT_VIEWS), dtype=np.uint8)
+    colours = np.tile(np.arange(NUM_COLOURS, dtype=np.uint8), (len(task_ids), VARC_TTT_VIEWS, 1))
+    for t, task_id in enumerate(task_ids):
+        stream = int.from_bytes(hashlib.sha256(task_id.encode()).digest()[:4], "little")
+        view = 1
+        for tid in VARC_TTT_DIHEDRALS:
+            for k in range(1 + VARC_TTT_PERMUTATIONS):
+                tids[t, view] = tid
+                if k:
+                    rng = np.random.default_rng([seed, stream, view])
+                    colours[t, view, 1:] = 1 + rng.permutation(NUM_COLOURS - 1)
+                view += 1
+    return tids, colours
+
+
 def dihedral(grid: Grid, tid: int) -> Grid:
     """Dihedral transform `tid` with numpy semantics (tid 1 is `np.rot90`, counter-clockwise); returns a view."""
     if tid == 0:

@@ -37,6 +37,7 @@ from arcpipe.config import ArcpipeError, DatasetConfig, ReArcSource
 from arcpipe.data import _kernels as K
 from arcpipe.data._rowfile import RowFile
 from arcpipe.data.arc import UNSOLVED_OUTPUT, Pair, Subset, Task, load_re_arc, load_sources
+from arcpipe.data.augment import varc_ttt_views
 
 log = logging.getLogger(__name__)
 
@@ -233,7 +234,11 @@ def plan_dataset(cfg: DatasetConfig, subsets: list[Subset], *, threads: int = 1)
     search_args = (all_pairs.ptr, all_pairs.inp, all_pairs.out)
 
     starts = np.cumsum([0] + [len(s.tasks) for s in subsets])
-    if cfg.mode == "upstream_exact":
+    if cfg.views == "varc":  # upstream VARC's fixed test-time views: nothing to search
+        aug_tid[:], aug_col[:] = varc_ttt_views([t.id for t in tasks], cfg.seed)
+        aug_count[:] = trials[:] = cols
+        group_order = np.arange(num_tasks)
+    elif cfg.mode == "upstream_exact":
         if not 0 <= cfg.seed < 2**32:
             raise ArcpipeError(f"seed={cfg.seed}: upstream_exact mode needs 0 <= seed < 2**32 (numpy's legacy seed)")
         state = np.random.RandomState(cfg.seed).get_state()
