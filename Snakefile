@@ -52,6 +52,7 @@ rule smoke:
     input:
         datasets_for("smoke"),
         evaluations_of("smoke"),
+        ensembles_of_runs("smoke"),  # config `ensembles:` (rule pool_ensemble); none without
         REPORT,
 
 
@@ -59,6 +60,7 @@ rule full:
     input:
         datasets_for("full"),
         evaluations_of("full"),
+        ensembles_of_runs("full"),
         FULL_REPORT,
 
 

@@ -1,5 +1,6 @@
 # Config validated once; input functions and resource lookups for the rules. No rules here.
 import os
+import re
 import sys
 
 from arcpipe.config import workflow_config
@@ -70,12 +71,17 @@ def re_arc_files(wildcards):
 
 
 def run_config(wildcards):
-    """The run's resolved training config: the run and its dataset (not other runs, not the evaluation settings:
-    changing those must not retrain anything)."""
+    """The run's resolved training config: the run and its dataset, and the dataset its test-time training answers
+    (not other runs, not the evaluation settings: changing those must not retrain anything).
+    """
     run = CFG.runs[wildcards.run]
-    # not its gate nor its stop rule: deciding whether to start or where to end is not training
+    names = [run.dataset] + (
+        [run.ttt.dataset] if run.ttt is not None and run.ttt.dataset else []
+    )
+    # not its gate nor its stop rule: deciding whether to start or where to end is not training. A dataset as its
+    # build's params: a dataset field added since, at its default, leaves the file (and the jobs reading it) as it was
     return {
-        "datasets": {run.dataset: CFG.datasets[run.dataset].model_dump(mode="json")},
+        "datasets": {name: CFG.datasets[name].build_params() for name in names},
         "runs": {wildcards.run: run.model_dump(mode="json", exclude={"gate", "stop"})},
     }
 
@@ -377,9 +383,21 @@ def evaluation_votes_of(target):
 
 def ensembles_of(target):
     """The metrics of each run's ensembles (evaluation.ensemble_last: averaged weights and pooled votes of its last
-    trained checkpoints); none without ensemble_last."""
+    trained checkpoints; none without ensemble_last), then of the target's ensembles of runs (config `ensembles:`).
+    """
     k = CFG.evaluation.ensemble_last
-    return per_run(target, lambda p: plan.ensemble_files(p, k)) if k else []
+    files = per_run(target, lambda p: plan.ensemble_files(p, k)) if k else []
+    return files + ensembles_of_runs(target)
+
+
+def ensembles_of_runs(target):
+    """The metrics of each ensemble of runs the target builds (config `ensembles:`, rule pool_ensemble)."""
+    return [plan.ensemble_of_runs(CFG, e)[0] for e in CFG.ensembles_for(target)]
+
+
+def ensemble_votes(wildcards):
+    """The votes rule pool_ensemble pools: each member's last evaluation's (arcpipe.plan.last_votes)."""
+    return plan.ensemble_of_runs(CFG, wildcards.ensemble)[1]
 
 
 def report_boundaries(which="trained"):
@@ -426,6 +444,14 @@ def ensembles_for_report(wildcards):
             for f in plan.ttt_files(p, CFG.runs[run])
             if (run, p.trained[-1]) in reported
         ]
+    for (
+        ensemble
+    ) in (
+        CFG.ensembles
+    ):  # an ensemble of runs once every member's last boundary is in the report
+        members = CFG.ensemble_members(ensemble)
+        if all((m, CFG.runs[m].epochs) in reported for m in members):
+            files.append(plan.ensemble_of_runs(CFG, ensemble)[0])
     return files
 
 

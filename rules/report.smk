@@ -43,6 +43,31 @@ rule pool_votes:
         "../workflow/scripts/pooled_report.py"
 
 
+# config `ensembles:`: the answers of several runs on one test set pooled into one vote (eval/pool.py; upstream
+# VARC's ViT+U-Net ensemble), each member's last evaluation (its test-time training's where it has ttt); a row of
+# its own in the report, with a submission
+rule pool_ensemble:
+    input:
+        votes=ensemble_votes,  # common.smk: in the order of the ensemble's runs
+    output:
+        metrics="results/eval/{ensemble}/ensemble/metrics.json",
+        submission="results/eval/{ensemble}/ensemble/submission.json",
+        per_puzzle="results/eval/{ensemble}/ensemble/per_puzzle.csv",
+        votes="results/eval/{ensemble}/ensemble/votes.npz",
+    log:
+        "logs/pool_ensemble/{ensemble}.log",
+    wildcard_constraints:
+        ensemble="|".join(map(re.escape, CFG.ensembles)) or "(?!)",  # the config's ensembles, nothing else
+    conda:
+        "../envs/arcpipe.yaml"
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=30,
+    script:
+        "../workflow/scripts/pool_ensemble.py"
+
+
 # evaluation.ensemble_last: K: pass@K with the votes of a run's last K checkpoints pooled (pool_votes pools each
 # checkpoint with every earlier one); a row of passk.md beside the averaged weights' evaluation
 rule pool_last_votes:

@@ -491,6 +491,22 @@ def ttt_row(run_name: str, run: RunConfig) -> str:
     return run_name if dataset == run.dataset else f"{run_name}@{dataset}"
 
 
+RUNS_ENSEMBLE = "results/eval/{ensemble}/ensemble/metrics.json"  # config `ensembles:`: its report row's folder
+
+
+def last_votes(run_name: str, run: RunConfig) -> str:
+    """The votes an ensemble of runs (config `ensembles:`) pools from a member: its test-time training's, else its
+    last checkpoint's full evaluation's (a member has no stop rule or gate: its last boundary is its last epoch)."""
+    metrics = TTT if run.ttt is not None else FULL
+    return metrics.format(run=run_name, epoch=run.epochs).replace("metrics.json", "votes.npz")
+
+
+def ensemble_of_runs(cfg: WorkflowConfig, ensemble: str) -> tuple[str, list[str]]:
+    """An ensemble of runs' metrics.json and the votes of its members it pools, in the order of its config."""
+    members = cfg.ensemble_members(ensemble)
+    return RUNS_ENSEMBLE.format(ensemble=ensemble), [last_votes(m, cfg.runs[m]) for m in members]
+
+
 def ttt_jobs(run_name: str, run: RunConfig, epoch: int) -> list[str]:
     """Every job file of the run's test-time training after boundary `epoch`."""
     assert run.ttt is not None, run_name

@@ -262,3 +262,30 @@ def test_a_dataset_field_added_since_rebuilds_nothing_at_its_default():
     varc = smoke.model_copy(update={"views": "varc", "num_aug": 50})
     assert varc.build_params()["views"] == "varc"  # set: a change, so a rebuild
     assert type(smoke).model_validate(params) == smoke  # the build reads the same config back
+
+
+def test_an_ensemble_pools_runs_on_one_test_set_and_bad_ones_are_refused_in_one_line():
+    raw = copy.deepcopy(SHIPPED)
+    raw["runs"]["smoke-unet"] = {**copy.deepcopy(raw["runs"]["smoke-varc"]), "arch": "varc-unet", "seeds": [0, 1]}
+    raw["ensembles"] = {"smoke-vision": {"runs": ["smoke-varc", "smoke-unet"]}}  # a seed group stands for its seeds
+    cfg = validate_config(raw)
+    assert cfg.ensemble_members("smoke-vision") == ["smoke-varc", "smoke-unet-s0", "smoke-unet-s1"]
+    assert cfg.ensembles_for("smoke") == ["smoke-vision"] and cfg.ensembles_for("full") == []
+    metrics, votes = plan.ensemble_of_runs(cfg, "smoke-vision")
+    epochs = cfg.runs["smoke-varc"].epochs
+    assert metrics == "results/eval/smoke-vision/ensemble/metrics.json"
+    assert votes[0] == f"results/eval/smoke-varc/ttt_epoch_{epochs}/votes.npz"  # a ttt run's: its fitted answers
+    trm = {**copy.deepcopy(raw), "ensembles": {"e": {"runs": ["smoke-trm", "smoke-varc"]}}}
+    assert plan.ensemble_of_runs(validate_config(trm), "e")[1][0] == "results/eval/smoke-trm/epoch_4/votes.npz"
+    bad = {
+        "smoke-trm": ({"runs": ["smoke-varc", "smoke-unet"]}, "ensembles.smoke-trm: smoke-trm is a run's name too"),
+        "e1": ({"runs": ["smoke-varc", "smoke-vit"]}, "ensembles.e1.runs: smoke-vit not a run or a seed group"),
+        "e2": ({"runs": ["smoke-varc"]}, "ensembles.e2.runs: ['smoke-varc'] is one run: pool at least two"),
+        "e3": ({"runs": ["smoke-varc", "trm-arc1"]}, "ensembles.e3.runs answer other test sets"),
+        "e4": ({"runs": ["smoke-trm", "urm-arc1"]}, "ensembles.e4.runs: urm-arc1 has a stop rule or gate"),
+    }
+    for name, (body, message) in bad.items():
+        with pytest.raises(ArcpipeError) as err:
+            validate_config({**raw, "ensembles": {name: body}})
+        lines = str(err.value).splitlines()
+        assert len(lines) >= 1 and any(message in line for line in lines), lines

@@ -45,6 +45,16 @@ def test_smoke_runs_end_to_end(smoke_run):
         assert (work / f"results/runs/smoke-trm/ckpt/epoch_{epoch}.pt").stat().st_size > 0
         lines = (work / f"results/runs/smoke-trm/metrics/epoch_{epoch}.jsonl").read_text().splitlines()
         assert lines and all("train/lm_loss" in json.loads(line) for line in lines)
+    # the ensemble of smoke-trm's last checkpoint and smoke-varc's test-time training: one vote over both
+    ensemble = json.loads((work / "results/eval/smoke-ensemble/ensemble/metrics.json").read_text())
+    members = [f"results/eval/smoke-trm/epoch_{run['epochs']}", f"results/eval/smoke-varc/ttt_epoch_{run['epochs']}"]
+    used = [json.loads((work / m / "metrics.json").read_text())["num_predictions_used"] for m in members]
+    assert ensemble["info"]["ensemble"] == ["smoke-trm", "smoke-varc"] and ensemble["num_predictions_used"] == sum(used)
+    assert json.loads((work / "results/eval/smoke-ensemble/ensemble/submission.json").read_text()).keys() == set(
+        json.loads((work / members[0] / "submission.json").read_text())
+    )
+    passk = pd.read_csv(work / "results/report/passk.csv")
+    assert ("smoke-ensemble", "ensemble") in set(zip(passk["run"], passk["checkpoint"], strict=True))
     print(f"snakemake smoke took {elapsed:.0f} s")
 
 

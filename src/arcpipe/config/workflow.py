@@ -23,6 +23,16 @@ FEW_HELD_OUT = 10  # held-out tasks below which a patience rule mostly reads noi
 MAX_EVALUATIONS = 200  # more boundaries than this only warns: each checkpoint costs disk
 
 
+class EnsembleConfig(Strict):
+    """Runs whose answers are pooled into one vote (upstream VARC's ViT+U-Net ensemble, whose analysis.py
+    majority-votes every answer of both models): each member's last evaluation (its test-time training's for a run
+    with `ttt`, else its last checkpoint's), all on one test set, voted as one (eval/pool.py). A report row of its
+    own, `results/eval/<name>/ensemble/`, with a submission.json."""
+
+    # runs, or seed groups (a run declared with `seeds:`, standing for each of its seeds): at least two in all
+    runs: list[str] = Field(min_length=1)
+
+
 class WorkflowConfig(Strict):
     datasets: dict[str, DatasetConfig]
     runs: dict[str, RunConfig] = Field(default_factory=dict)
@@ -31,6 +41,8 @@ class WorkflowConfig(Strict):
     kaggle: KaggleConfig = KaggleConfig()
     # name -> a base run copied over a grid of values into runs of their own (config/sweeps.py, docs/sweeps.md)
     sweeps: dict[str, SweepConfig] = Field(default_factory=dict)
+    # name -> runs pooled into one vote (EnsembleConfig)
+    ensembles: dict[str, EnsembleConfig] = Field(default_factory=dict)
 
     @model_validator(mode="before")
     @classmethod
@@ -86,7 +98,7 @@ class WorkflowConfig(Strict):
             raise invalid("WorkflowConfig", [((), problem, runs) for problem in problems])
         return {**data, "runs": expanded}
 
-    @field_validator("datasets", "runs", "sweeps")
+    @field_validator("datasets", "runs", "sweeps", "ensembles")
     @classmethod
     def _names(cls, value: dict[str, Any]) -> dict[str, Any]:
         # a run's or dataset's name becomes folders under results/, log files, job names and Kubernetes/SLURM specs;
@@ -169,6 +181,7 @@ class WorkflowConfig(Strict):
                     f"evaluation.selection_tasks={held_out} leaves no test task to report on: dataset {name} has at "
                     f"most max_puzzles={most}; lower selection_tasks"
                 )
+        problems += self._ensemble_problems()
         if problems:
             raise invalid("WorkflowConfig", [((), problem, self) for problem in problems])
         for name, run in self.runs.items():
@@ -195,6 +208,58 @@ class WorkflowConfig(Strict):
                     FEW_HELD_OUT,
                 )
         return self
+
+    def _ensemble_problems(self) -> list[str]:
+        problems = []
+        for name, ensemble in self.ensembles.items():
+            where = f"ensembles.{name}"
+            if name in self.runs or any(run.seed_group == name for run in self.runs.values()):
+                problems.append(f"{where}: {name} is a run's name too, and names a report row of its own; rename it")
+                continue
+            unknown = [m for m in ensemble.runs if m not in self.runs and not self.seeds_of(m)]
+            if unknown:
+                problems.append(f"{where}.runs: {', '.join(unknown)} not a run or a seed group; name declared runs")
+                continue
+            members = self.ensemble_members(name)
+            if len(members) < 2:
+                problems.append(f"{where}.runs: {members} is one run: pool at least two")
+            # the test set each member's last evaluation scores: its test-time training's dataset, else its own
+            datasets = {
+                (self.runs[m].ttt.dataset if self.runs[m].ttt else None) or self.runs[m].dataset for m in members
+            }
+            if len(datasets) > 1:
+                problems.append(
+                    f"{where}.runs answer other test sets ({', '.join(sorted(datasets))}): pool runs whose last "
+                    "evaluations (test-time training's where the run has ttt) score one dataset"
+                )
+            targets = {self.runs[m].target for m in members}
+            if len(targets) > 1:
+                problems.append(f"{where}.runs mixes smoke and full runs: pool runs of one target")
+            staged = [m for m in members if self.runs[m].stop is not None or self.runs[m].gate is not None]
+            if staged:
+                problems.append(
+                    f"{where}.runs: {', '.join(staged)} has a stop rule or gate, so its last evaluation is decided "
+                    "while it runs; not pooled yet: pool runs without them"
+                )
+        return problems
+
+    def seeds_of(self, group: str) -> list[str]:
+        """The runs a `seeds:` list expanded run `group` into (none when it is no seed group)."""
+        return [name for name, run in self.runs.items() if run.seed_group == group and run.sweep is None]
+
+    def ensemble_members(self, ensemble: str) -> list[str]:
+        """The runs of ensemble `ensemble`, seed groups expanded, in the order listed."""
+        members: list[str] = []
+        for name in self.ensembles[ensemble].runs:
+            for run in [name] if name in self.runs else self.seeds_of(name):
+                if run not in members:
+                    members.append(run)
+        return members
+
+    def ensembles_for(self, target: str) -> list[str]:
+        """The ensembles a target builds: those whose runs all belong to it."""
+        runs = set(self.runs_for(target))
+        return [name for name in self.ensembles if set(self.ensemble_members(name)) <= runs]
 
     def runs_for(self, target: str) -> list[str]:
         """The runs a Snakemake target builds: `smoke` and `full` by each run's tag; `sweep_<name>` the sweep's base

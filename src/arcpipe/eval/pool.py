@@ -1,6 +1,7 @@
 """Votes pooled over a run's checkpoints (upstream's aggregated voting, upstream.md 5.4), from their votes.npz.
 
     write_pooled_last(["results/eval/R/epoch_8/votes.npz", ...], "results/eval/R/pooled_last2/metrics.json", ks)
+    write_pooled_evaluation([votes of each run], "results/eval/E/ensemble", ks, info)   # an ensemble of runs
 
 Above the stages: reads what write.write_results wrote, pools with vote.pool and scores with score.score. Needs
 no torch, so that the report (report/tables.py) can pool too.
@@ -8,8 +9,10 @@ no torch, so that the report (report/tables.py) can pool too.
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from collections.abc import Sequence
+import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +23,7 @@ from arcpipe.eval.grids import Grids
 from arcpipe.eval.puzzles import TestPuzzles
 from arcpipe.eval.score import DEFAULT_KS, Scores, score
 from arcpipe.eval.vote import Votes, pool
-from arcpipe.eval.write import load_votes
+from arcpipe.eval.write import EvalResult, build_submission, load_votes, validate_submission, write_results
 from arcpipe.files import atomic_write_many
 
 
@@ -55,6 +58,26 @@ def write_pooled_last(votes_paths: Sequence[str | Path], out: str | Path, ks: Se
     out.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(pooled_last_metrics(votes_paths, ks), indent=2) + "\n"
     atomic_write_many(out.parent, {out.name: text.encode()})
+
+
+def write_pooled_evaluation(
+    votes_paths: Sequence[str | Path],
+    out_dir: str | Path,
+    ks: Sequence[int] = DEFAULT_KS,
+    info: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The votes of several runs' evaluations on one test set pooled and written as one evaluation (metrics.json,
+    submission.json, per_puzzle.csv, votes.npz: write.write_results), as upstream VARC ensembles its ViT and U-Net
+    by majority-voting every answer of both; the metrics, with `info` and the pooled files under info.pooled."""
+    started = time.perf_counter()
+    scores, pooled, test = pool_votes(votes_paths, ks)
+    # votes.npz keeps the votes, not the predictions that voted for nothing: every pooled vote is a prediction used
+    pooled = dataclasses.replace(pooled, num_used=int(pooled.count.sum()))
+    submission, stats = build_submission(pooled, test)
+    validate_submission(submission, test)
+    result = EvalResult(test, pooled, scores, submission, stats, time.perf_counter() - started)
+    protocol = {**(info or {}), "pooled": [str(p) for p in votes_paths]}
+    return write_results(out_dir, result, wall_time_s=time.perf_counter() - started, info=protocol)
 
 
 # --------------------------------------------------------------------------------------------------------------

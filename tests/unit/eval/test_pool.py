@@ -14,7 +14,7 @@ from conftest import tasks
 
 from arcpipe.config import ArcpipeError
 from arcpipe.eval.evaluate import evaluate_predictions
-from arcpipe.eval.pool import pool_votes, pooled_last_metrics, write_pooled_last
+from arcpipe.eval.pool import pool_votes, pooled_last_metrics, write_pooled_evaluation, write_pooled_last
 from arcpipe.eval.puzzles import load_tasks_from_json
 from arcpipe.eval.score import score
 from arcpipe.eval.synthetic import synthetic_predictions
@@ -123,3 +123,28 @@ def test_both_ensembles_are_rows_of_the_passk_table(tmp_path, make_rows):
     assert "pooled_lastK, their votes pooled" in (tmp_path / "report/passk.md").read_text()
     comparison = pd.read_csv(tmp_path / "report/comparison.csv")
     assert list(comparison["checkpoints"]) == [3]  # ensembles are not checkpoints of the comparison
+
+
+def test_an_ensemble_of_runs_is_one_evaluation_of_their_pooled_answers_and_a_row_of_its_own(tmp_path, make_rows):
+    # two models on task a (answer Y): the "ViT" says W twice and Y once, the "U-Net" Y twice: alone, the first is
+    # wrong at pass@1; pooled, Y has 3 votes to W's 2, as upstream's analysis.py votes over both models' answers
+    test = tasks({"a": [(X, Y)]})
+    paths = []
+    for run, rows in (("vit", [W, W, Y]), ("unet", [Y, Y])):
+        out = tmp_path / f"eval/{run}/ttt_epoch_4"
+        arrays = make_rows([("a", X, pred, 0.0) for pred in rows])
+        write_results(out, evaluate_predictions(**arrays, test=test, ks=(1, 2)), epoch=4, info={"run": run})
+        paths.append(out / "votes.npz")
+    out = tmp_path / "eval/both/ensemble"
+    metrics = write_pooled_evaluation(paths, out, ks=(1, 2), info={"run": "both", "ensemble": ["vit", "unet"]})
+    assert metrics["pass@1"] == 1.0 and json.loads((out / "metrics.json").read_text()) == metrics
+    assert metrics["info"]["pooled"] == [str(p) for p in paths] and metrics["num_predictions_used"] == 5
+    submission = json.loads((out / "submission.json").read_text())
+    assert submission["a"][0] == {"attempt_1": Y, "attempt_2": W}
+    assert pool_votes([paths[0]], ks=(1,))[0].pass_at[1] == 0.0  # the first model alone
+    render_report(tmp_path / "report", [paths[0].with_name("metrics.json")], ensemble_paths=[out / "metrics.json"])
+    passk = pd.read_csv(tmp_path / "report/passk.csv")
+    assert list(zip(passk["run"], passk["checkpoint"], passk["pass@1"], strict=True)) == [
+        ("both", "ensemble", 100.0),
+        ("vit", "ttt_epoch_4", 0.0),
+    ]
