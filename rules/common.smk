@@ -396,7 +396,7 @@ def ensembles_of_runs(target):
 
 
 def ensemble_votes(wildcards):
-    """The votes rule pool_ensemble pools: each member's last evaluation's (arcpipe.plan.last_votes)."""
+    """The votes that pool_ensemble pools, each member's last evaluation's (arcpipe.plan.last_votes)."""
     return plan.ensemble_of_runs(CFG, wildcards.ensemble)[1]
 
 
