@@ -27,9 +27,8 @@ per-task statistics) comes last, and the task files go.
 per_puzzle.csv, votes.npz) as an evaluation of the checkpoint does, with the protocol in `info.ttt`.
 
 What differs from upstream, each deliberate: bf16 autocast on GPUs (upstream: fp16 with a GradScaler); eager steps
-(upstream compiles each task's model with CUDA graphs); and the views are those of the arcpipe dataset (`num_aug`
-augmentations per task, each a dihedral transform with a colour permutation) rather than upstream's fixed 51 (6
-dihedral elements x (1 + 9 colour permutations)).
+(upstream compiles each task's model with CUDA graphs); and the views are those of the dataset answered: upstream's
+51 with `views: varc` (data/augment.py; its colour permutations drawn uniformly), else `num_aug` drawn ones.
 """
 
 from __future__ import annotations
