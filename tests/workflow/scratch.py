@@ -2,7 +2,8 @@
 
     proc = snakemake(tmp_path, {"evaluation": {"ensemble_last": 2}}, "-n", "smoke", name="ensemble.yaml")
 
-The directory gets a copy of config/config.yaml (the Snakefile's own configfile, without SHARED_RUN_ONLY) and the
+The directory gets a copy of config/config.yaml (the Snakefile's own configfile, without SHARED_RUN_ONLY and the
+ensembles that pool them) and the
 overlay as YAML under `name`; Snakemake merges the overlay over the copy, and its error lines name both files
 ("config/config.yaml + ensemble.yaml: ..."). Test modules in tests/workflow import it as `from scratch import
 snakemake`: pytest puts a test file's directory (no __init__.py here) on sys.path, as tests/cluster does for
@@ -26,6 +27,17 @@ BIN = Path(sys.executable).parent
 SHARED_RUN_ONLY = ("smoke-varc",)
 
 
+def drop_runs(raw: dict, names: tuple[str, ...]) -> list[str]:
+    """Take runs out of a raw config, with the ensembles that pool any of them (config `ensembles:`); those."""
+    for name in names:
+        raw["runs"].pop(name)
+    ensembles = raw.get("ensembles") or {}
+    dropped = [e for e, body in ensembles.items() if set(body["runs"]) & set(names)]
+    for ensemble in dropped:
+        del ensembles[ensemble]
+    return dropped
+
+
 def snakemake(
     work: Path, overlay: dict, *args: str, name: str = "overlay.yaml", timeout: int = 300, threads: int = 1
 ) -> subprocess.CompletedProcess:
@@ -38,8 +50,7 @@ def snakemake(
     same; evaluation losses may differ in their last bits (a sum's order follows the threads)."""
     (work / "config").mkdir(parents=True, exist_ok=True)
     raw = yaml.safe_load((ROOT / "config/config.yaml").read_text())
-    for run in SHARED_RUN_ONLY:
-        raw["runs"].pop(run)
+    drop_runs(raw, SHARED_RUN_ONLY)
     (work / "config/config.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
     (work / name).write_text(yaml.safe_dump(overlay))
     cmd = [

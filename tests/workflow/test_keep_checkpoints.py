@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from scratch import SHARED_RUN_ONLY
+from scratch import SHARED_RUN_ONLY, drop_runs
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -57,8 +57,9 @@ def smoke(smoke_run, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, di
     # smoke-trm alone (scratch.SHARED_RUN_ONLY): every scenario below re-runs `snakemake smoke`, several of them
     # many times; the other runs' files go, and the report is rendered again without them
     raw = yaml.safe_load((work / "config/config.yaml").read_text())
+    for name in drop_runs(raw, SHARED_RUN_ONLY):  # the ensembles that pooled them
+        shutil.rmtree(work / "results/eval" / name)
     for name in SHARED_RUN_ONLY:
-        del raw["runs"][name]
         for folder in ("results/runs", "results/eval", "results/ttt"):
             shutil.rmtree(work / folder / name, ignore_errors=True)
     (work / "config/config.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
