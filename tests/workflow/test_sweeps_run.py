@@ -2,7 +2,9 @@
 ablation table written from their evaluations, and a value added later training only the new arm.
 
 Smoke scale, and smaller: smoke-trm for 2 epochs (one checkpoint) on the smoke dataset with 1 augmentation (the
-ablation's statistics do not depend on how many views there are); the grid sweeps lr over two values.
+ablation's statistics do not depend on how many views there are); the grid sweeps lr over two values. Beside it,
+in the same Snakemake call, a halved sweep of a copy of smoke-trm (4 epochs, a rung at epoch 2): the lower-ranked
+arm gets nothing after its rung.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from scratch import snakemake
+import yaml
+from scratch import ROOT, snakemake
 
 from arcpipe.config import load_configs
 from arcpipe.report.ablation import ablation_table
@@ -21,8 +24,17 @@ from arcpipe.report.load import load_report_inputs
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
-BASE = {"datasets": {"smoke": {"num_aug": 1}}, "runs": {"smoke-trm": {"epochs": 2, "seeds": [0, 1]}}}
+SHIPPED = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+# successive halving: smoke-trm for 4 epochs in segments of one checkpoint, a rung at epoch 2 keeping the best half
+HALVED_BASE = {**SHIPPED["runs"]["smoke-trm"], "epochs": 4, "segment_evals": 1}
+HALVED = {"base": "smoke-h", "grid": {"lr": [3.0e-4, 3.0e-3]}, "halving": {"rungs": [2], "eta": 2}}
 SWEEP = {"base": "smoke-trm", "grid": {"lr": [3.0e-4, 3.0e-3]}}
+# both sweeps in one Snakemake call (one dataset build, both cores busy): `snakemake sweep_lr sweep_h`
+OVERLAY = {
+    "datasets": {"smoke": {"num_aug": 1}},
+    "runs": {"smoke-trm": {"epochs": 2, "seeds": [0, 1]}, "smoke-h": HALVED_BASE},
+    "sweeps": {"lr": SWEEP, "h": HALVED},
+}
 ARMS = ["lr-lr_0.0003", "lr-lr_0.003"]
 REFERENCE = ["smoke-trm-s0", "smoke-trm-s1"]
 
@@ -30,10 +42,9 @@ REFERENCE = ["smoke-trm-s0", "smoke-trm-s1"]
 @pytest.fixture(scope="module")
 def swept(tmp_path_factory) -> Path:
     work = tmp_path_factory.mktemp("sweep")
-    proc = snakemake(
-        work, {**BASE, "sweeps": {"lr": SWEEP}}, "sweep_lr", "--cores", "2", name="sweep.yaml", timeout=900
-    )
+    proc = snakemake(work, OVERLAY, "sweep_lr", "sweep_h", "--cores", "2", name="sweep.yaml", timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-4000:]
+    assert "arcpipe: halving: sweep h rung at epoch 2" in proc.stderr
     return work
 
 
@@ -57,7 +68,7 @@ def test_the_sweep_trains_its_reference_and_arms_and_tables_them_against_the_ref
 
 
 def test_adding_a_value_later_trains_only_the_new_arm(swept: Path) -> None:
-    wider = {**BASE, "sweeps": {"lr": {**SWEEP, "grid": {"lr": [3.0e-4, 3.0e-3, 1.0e-2]}}}}
+    wider = {**OVERLAY, "sweeps": {**OVERLAY["sweeps"], "lr": {**SWEEP, "grid": {"lr": [3.0e-4, 3.0e-3, 1.0e-2]}}}}
     proc = snakemake(swept, wider, "sweep_lr", "--cores", "2", name="wider.yaml", timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-4000:]
     trained = sorted(set(re.findall(r"wildcards: run=([\w.-]+), epoch=\d+", proc.stdout + proc.stderr)))
@@ -66,34 +77,17 @@ def test_adding_a_value_later_trains_only_the_new_arm(swept: Path) -> None:
     assert list(table["arm"]) == ["smoke-trm", *ARMS, "lr-lr_0.01"]
 
 
-# successive halving: smoke-trm for 4 epochs in segments of one checkpoint, a rung at epoch 2 keeping the best half
-HALVED = {
-    "datasets": {"smoke": {"num_aug": 1}},
-    "runs": {"smoke-trm": {"epochs": 4, "segment_evals": 1}},
-    "sweeps": {"h": {"base": "smoke-trm", "grid": {"lr": [3.0e-4, 3.0e-3]}, "halving": {"rungs": [2], "eta": 2}}},
-}
-
-
-@pytest.fixture(scope="module")
-def halved(tmp_path_factory) -> Path:
-    work = tmp_path_factory.mktemp("halved")
-    proc = snakemake(work, HALVED, "sweep_h", "--cores", "2", name="halved.yaml", timeout=900)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-4000:]
-    assert "arcpipe: halving: sweep h rung at epoch 2" in proc.stderr
-    return work
-
-
-def test_halving_stops_the_lower_ranked_half_at_the_rung_and_the_rest_go_on(halved: Path) -> None:
-    record = json.loads((halved / "results/sweeps/h/rungs/epoch_2.json").read_text())
+def test_halving_stops_the_lower_ranked_half_at_the_rung_and_the_rest_go_on(swept: Path) -> None:
+    record = json.loads((swept / "results/sweeps/h/rungs/epoch_2.json").read_text())
     (kept,), (stopped,) = record["kept"], record["stopped"]
     assert {kept, stopped} == {"h-lr_0.0003", "h-lr_0.003"} and record["arms"][stopped]["rank"] == 2
-    for run, last in ((kept, 4), (stopped, 2), ("smoke-trm", 4)):  # the reference is no arm: it trains to its end
-        assert (halved / f"results/runs/{run}/ckpt/epoch_{last}.pt").is_file(), run
-        assert (halved / f"results/eval/{run}/epoch_{last}/metrics.json").is_file(), run
+    for run, last in ((kept, 4), (stopped, 2), ("smoke-h", 4)):  # the reference is no arm: it trains to its end
+        assert (swept / f"results/runs/{run}/ckpt/epoch_{last}.pt").is_file(), run
+        assert (swept / f"results/eval/{run}/epoch_{last}/metrics.json").is_file(), run
     # nothing of the stopped arm after its rung: no checkpoint, no evaluation, no training log
-    assert not (halved / f"results/runs/{stopped}/ckpt/epoch_4.pt").exists()
-    assert not (halved / f"results/eval/{stopped}/epoch_4").exists()
-    assert not list((halved / "logs").rglob(f"*{stopped}*epoch_4*"))
-    table = pd.read_csv(halved / "results/report/sweeps/h/ablation.csv").set_index("arm")
+    assert not (swept / f"results/runs/{stopped}/ckpt/epoch_4.pt").exists()
+    assert not (swept / f"results/eval/{stopped}/epoch_4").exists()
+    assert not list((swept / "logs").rglob(f"*{stopped}*epoch_4*"))
+    table = pd.read_csv(swept / "results/report/sweeps/h/ablation.csv").set_index("arm")
     assert table.loc[stopped, "stopped_at_rung"] == 2 and pd.isna(table.loc[kept, "stopped_at_rung"])
-    assert "halving saved about" in (halved / "results/report/sweeps/h/ablation.md").read_text()
+    assert "halving saved about" in (swept / "results/report/sweeps/h/ablation.md").read_text()
