@@ -22,7 +22,7 @@ ARMS = ["lr-lr_0.0001", "lr-lr_0.001", "lr-lr_0.01"]  # the grid's order
 
 def _config(halving: dict | None = None, **base: object) -> dict:
     raw = yaml.safe_load((ROOT / "config/config.yaml").read_text())
-    del raw["runs"]["smoke-varc"], raw["ensembles"]
+    del raw["runs"]["smoke-varc"]
     raw["runs"]["smoke-trm"].update({"epochs": 6, "eval_interval": 2, "segment_evals": 1, **base})
     sweep = {"base": "smoke-trm", "grid": {"lr": [1e-4, 1e-3, 1e-2]}}
     raw["sweeps"] = {"lr": {**sweep, "halving": halving or {"rungs": [2, 4], "eta": 2}}}

@@ -33,7 +33,6 @@ def test_fields_added_since_a_checkpoint_read_as_their_defaults(tmp_path: Path) 
 def test_a_real_change_of_a_field_the_old_config_lacked_is_still_a_change(tmp_path: Path) -> None:
     raw = yaml.safe_load((ROOT / "config/config.yaml").read_text())
     del raw["runs"]["smoke-varc"]  # its test-time training needs the test demonstrations in the train split
-    del raw["ensembles"]["smoke-ensemble"]  # which pools it
     _trained(tmp_path, validate_config(raw), "smoke-trm", drop_run=("grad_clip",), drop_data=("test_demos_in_train",))
     raw["runs"]["smoke-trm"]["grad_clip"] = 1.0
     raw["datasets"]["smoke"]["test_demos_in_train"] = False

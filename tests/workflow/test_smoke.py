@@ -7,6 +7,8 @@ mode and a sentinel WANDB_API_KEY that must not appear in any file the run creat
 from __future__ import annotations
 
 import json
+import re
+import shutil
 
 import pandas as pd
 import pytest
@@ -45,16 +47,6 @@ def test_smoke_runs_end_to_end(smoke_run):
         assert (work / f"results/runs/smoke-trm/ckpt/epoch_{epoch}.pt").stat().st_size > 0
         lines = (work / f"results/runs/smoke-trm/metrics/epoch_{epoch}.jsonl").read_text().splitlines()
         assert lines and all("train/lm_loss" in json.loads(line) for line in lines)
-    # the ensemble of smoke-trm's last checkpoint and smoke-varc's test-time training: one vote over both
-    ensemble = json.loads((work / "results/eval/smoke-ensemble/ensemble/metrics.json").read_text())
-    members = [f"results/eval/smoke-trm/epoch_{run['epochs']}", f"results/eval/smoke-varc/ttt_epoch_{run['epochs']}"]
-    used = [json.loads((work / m / "metrics.json").read_text())["num_predictions_used"] for m in members]
-    assert ensemble["info"]["ensemble"] == ["smoke-trm", "smoke-varc"] and ensemble["num_predictions_used"] == sum(used)
-    assert json.loads((work / "results/eval/smoke-ensemble/ensemble/submission.json").read_text()).keys() == set(
-        json.loads((work / members[0] / "submission.json").read_text())
-    )
-    passk = pd.read_csv(work / "results/report/passk.csv")
-    assert ("smoke-ensemble", "ensemble") in set(zip(passk["run"], passk["checkpoint"], strict=True))
     print(f"snakemake smoke took {elapsed:.0f} s")
 
 
@@ -64,6 +56,28 @@ def test_smoke_runs_end_to_end(smoke_run):
 # last steps over seeds), for seeds, thread counts and CPUs not measured; an untrained model stays near the first.
 MIN_LAST_ACCURACY = 30.0
 MIN_RISE = 22.0
+
+
+def test_an_ensemble_added_to_a_finished_smoke_pools_its_runs_without_retraining(smoke_run, tmp_path):
+    # config `ensembles:`: smoke-trm's last checkpoint and smoke-varc's test-time training in one vote
+    shared, done, _, _ = smoke_run
+    assert done.returncode == 0
+    work = tmp_path / "work"
+    shutil.copytree(shared, work, symlinks=True)
+    (work / "ensemble.yaml").write_text(yaml.safe_dump({"ensembles": {"both": {"runs": ["smoke-trm", "smoke-varc"]}}}))
+    proc = _snakemake(work, "smoke", "--cores", "2", "--configfile", "ensemble.yaml", env={"WANDB_MODE": "disabled"})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    jobs = set(re.findall(r"^rule (\w+):", proc.stdout + proc.stderr, flags=re.M))
+    assert jobs == {"pool_ensemble", "render_report", "smoke"}, jobs  # nothing trained or evaluated again
+    epochs = yaml.safe_load((ROOT / "config/config.yaml").read_text())["runs"]["smoke-trm"]["epochs"]
+    members = [f"results/eval/smoke-trm/epoch_{epochs}", f"results/eval/smoke-varc/ttt_epoch_{epochs}"]
+    ensemble = json.loads((work / "results/eval/both/ensemble/metrics.json").read_text())
+    used = [json.loads((work / m / "metrics.json").read_text())["num_predictions_used"] for m in members]
+    assert ensemble["info"]["ensemble"] == ["smoke-trm", "smoke-varc"] and ensemble["num_predictions_used"] == sum(used)
+    submission = json.loads((work / "results/eval/both/ensemble/submission.json").read_text())
+    assert submission.keys() == json.loads((work / members[0] / "submission.json").read_text()).keys()
+    passk = pd.read_csv(work / "results/report/passk.csv")
+    assert ("both", "ensemble") in set(zip(passk["run"], passk["checkpoint"], strict=True))
 
 
 def test_smoke_training_accuracy_rises(smoke_run):
