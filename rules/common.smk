@@ -75,9 +75,7 @@ def run_config(wildcards):
     (not other runs, not the evaluation settings: changing those must not retrain anything).
     """
     run = CFG.runs[wildcards.run]
-    names = [run.dataset] + (
-        [run.ttt.dataset] if run.ttt is not None and run.ttt.dataset else []
-    )
+    names = list(dict.fromkeys([run.dataset, run.answered_dataset]))
     # not its gate nor its stop rule: deciding whether to start or where to end is not training. A dataset as its
     # build's params: a dataset field added since, at its default, leaves the file (and the jobs reading it) as it was
     return {
@@ -112,7 +110,7 @@ def verified_dataset(wildcards):
 
 def ttt_dataset_dir(wildcards):
     """The dataset a run's test-time training answers (runs.<run>.ttt.dataset, else the run's own)."""
-    return f"results/data/{plan.ttt_dataset(CFG.runs[wildcards.run])}"
+    return f"results/data/{CFG.runs[wildcards.run].answered_dataset}"
 
 
 def verified_ttt_dataset(wildcards):

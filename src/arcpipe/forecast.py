@@ -170,22 +170,23 @@ def outcomes(cfg: WorkflowConfig, name: str, records: plan.Records) -> tuple[Out
     else:
         cheapest_end, cheapest_why = planned_end, planned_why
 
-    def count(end: int, least: bool) -> Outcome:
-        boundaries = [e for e in run.boundaries() if e <= end]
-        if cfg.evaluation.quick is None:
-            return Outcome(end, len(boundaries), 0, "")
-        if not least:
-            return Outcome(end, len(boundaries), len(boundaries), "")
+    boundaries = [e for e in run.boundaries() if e <= cheapest_end]
+    if cfg.evaluation.quick is None:
+        low = Outcome(cheapest_end, len(boundaries), 0, cheapest_why)
+    else:
         every = cfg.evaluation.quick.full_every
         due = {boundaries[0], boundaries[-1]} if boundaries else set()
         due |= {e for i, e in enumerate(boundaries, 1) if every and i % every == 0}
-        due |= {e for e in p.full if e <= end}
-        return Outcome(end, len(due), len(boundaries), "")
+        due |= {e for e in p.full if e <= cheapest_end}
+        low = Outcome(cheapest_end, len(due), len(boundaries), cheapest_why)
+    return low, trained_to(cfg, run, planned_end, planned_why)
 
-    low, high = count(cheapest_end, True), count(planned_end, False)
-    return Outcome(low.epochs, low.full, low.quick, cheapest_why), Outcome(
-        high.epochs, high.full, high.quick, planned_why
-    )
+
+def trained_to(cfg: WorkflowConfig, run: RunConfig, end: int, why: str = "") -> Outcome:
+    """Run `run` trained to epoch `end`, every boundary up to it evaluated in full (and quickly too, under
+    evaluation.quick: the most a run to `end` may cost)."""
+    evaluated = len([e for e in run.boundaries() if e <= end])
+    return Outcome(end, evaluated, evaluated if cfg.evaluation.quick is not None else 0, why)
 
 
 def forecast_run(
@@ -425,8 +426,7 @@ def halving_line(cfg: WorkflowConfig, sweep: str, arms: dict[str, list[str]], re
         hours = cost = 0.0
         for name in names:
             run = cfg.runs[name]
-            evaluated = len([e for e in run.boundaries() if e <= end])
-            outcome = Outcome(end, evaluated, evaluated if cfg.evaluation.quick is not None else 0, "")
+            outcome = trained_to(cfg, run, end)
             f = forecast_run(cfg, name, sizes[run.dataset], doctor_throughput(results, name, run), outcome)
             hours, cost = hours + f.gpu_hours, cost + f.cost
         return hours, cost
@@ -456,11 +456,10 @@ def halving_line(cfg: WorkflowConfig, sweep: str, arms: dict[str, list[str]], re
     grid = sum(h for h, _ in full.values())
     if grid == 0:
         return line + "; CPU: no GPU-hours"
-    if _amount(low) == _amount(high):
-        return line + f"; {_amount(high)} GPU-h, cost {_amount(high_cost)}"
-    return line + (
-        f"; {_amount(low)}-{_amount(high)} GPU-h, cost {_amount(low_cost)}-{_amount(high_cost)} (the cheapest or the "
-        "costliest arms going on at every rung)"
+    return (
+        line
+        + "; "
+        + _hours_and_cost(low, high, low_cost, high_cost, "the cheapest or the costliest arms going on at every rung")
     )
 
 
@@ -468,9 +467,14 @@ def _bill(names: list[str], ranges: dict[str, tuple[Forecast, Forecast]]) -> str
     """GPU-hours and cost of runs `names` together: a range where a staged run's cheapest outcome is cheaper."""
     low, high = (sum(ranges[name][i].gpu_hours for name in names) for i in (0, 1))
     low_cost, high_cost = (sum(ranges[name][i].cost for name in names) for i in (0, 1))
+    return _hours_and_cost(low, high, low_cost, high_cost, "staged runs")
+
+
+def _hours_and_cost(low: float, high: float, low_cost: float, high_cost: float, why: str) -> str:
+    """GPU-hours and cost, one figure each where the range's ends print the same, else the range and `why`."""
     if _amount(low) == _amount(high):
         return f"{_amount(high)} GPU-h, cost {_amount(high_cost)}"
-    return f"{_amount(low)}-{_amount(high)} GPU-h, cost {_amount(low_cost)}-{_amount(high_cost)} (staged runs)"
+    return f"{_amount(low)}-{_amount(high)} GPU-h, cost {_amount(low_cost)}-{_amount(high_cost)} ({why})"
 
 
 def forecast_header(price: float, results: Path) -> str:

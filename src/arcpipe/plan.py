@@ -477,17 +477,11 @@ def ttt_files(plan: RunPlan, run: RunConfig) -> list[str]:
     return [TTT.format(run=plan.run, epoch=plan.trained[-1])]
 
 
-def ttt_dataset(run: RunConfig) -> str:
-    """The dataset a run's test-time training fits and answers: ttt.dataset, else the run's own."""
-    assert run.ttt is not None
-    return run.ttt.dataset or run.dataset
-
-
 def ttt_row(run_name: str, run: RunConfig) -> str:
     """The name of the test-time training's row in the report: the run's own where it answers the run's test set;
     `<run>@<dataset>` where it answers another dataset's (its tasks are not the ones the run's checkpoints scored,
     so it is not one more checkpoint of the run in the checkpoint selection)."""
-    dataset = ttt_dataset(run)
+    dataset = run.answered_dataset
     return run_name if dataset == run.dataset else f"{run_name}@{dataset}"
 
 

@@ -108,7 +108,8 @@ def test_ttt_is_refused_on_a_dataset_without_the_test_demonstrations():
     raw["datasets"]["smoke-eval"] = {**copy.deepcopy(SHIPPED["datasets"]["smoke"]), "test_demos_in_train": True}
     raw["runs"]["smoke-varc"]["ttt"]["dataset"] = "smoke-eval"
     cfg = validate_config(raw)
-    assert plan.ttt_dataset(cfg.runs["smoke-varc"]) == "smoke-eval"
+    assert cfg.runs["smoke-varc"].answered_dataset == "smoke-eval"
+    assert cfg.runs["smoke-trm"].answered_dataset == "smoke"  # no ttt: its own
     assert plan.ttt_row("smoke-varc", cfg.runs["smoke-varc"]) == "smoke-varc@smoke-eval"
     raw["runs"]["smoke-varc"]["ttt"]["dataset"] = "smoke"
     with pytest.raises(ArcpipeError, match="which ttt.dataset smoke leaves out .* set ttt.dataset to a dataset"):

@@ -211,6 +211,12 @@ class RunConfig(Strict):
         return self.eval_gpus if self.eval_gpus is not None else int(self.uses_gpus)
 
     @property
+    def answered_dataset(self) -> str:
+        """The dataset whose test set the run's last evaluation answers: ttt.dataset where its test-time training
+        answers another dataset's tasks, else the run's own (also with ttt: it fits the run's own test tasks)."""
+        return (self.ttt.dataset if self.ttt is not None else None) or self.dataset
+
+    @property
     def num_evaluations(self) -> int:
         return self.epochs // self.eval_interval
 

@@ -124,11 +124,11 @@ class WorkflowConfig(Strict):
                     f"runs.{name}.ttt.dataset={run.ttt.dataset!r} is not declared under datasets "
                     f"(declared: {', '.join(sorted(self.datasets))})"
                 )
-            elif run.ttt is not None and not self.datasets[run.ttt.dataset or run.dataset].test_demos_in_train:
+            elif run.ttt is not None and not self.datasets[run.answered_dataset].test_demos_in_train:
                 where = "ttt.dataset" if run.ttt.dataset else "dataset"
                 problems.append(
                     f"runs.{name}.ttt fits each test task on its demonstrations in the train split, which "
-                    f"{where} {run.ttt.dataset or run.dataset} leaves out (test_demos_in_train: false); set "
+                    f"{where} {run.answered_dataset} leaves out (test_demos_in_train: false); set "
                     "ttt.dataset to a dataset that holds them (docs/varc.md)"
                 )
         last = self.evaluation.ensemble_last
@@ -223,10 +223,7 @@ class WorkflowConfig(Strict):
             members = self.ensemble_members(name)
             if len(members) < 2:
                 problems.append(f"{where}.runs: {members} is one run: pool at least two")
-            # the test set each member's last evaluation scores: its test-time training's dataset, else its own
-            datasets = {
-                (self.runs[m].ttt.dataset if self.runs[m].ttt else None) or self.runs[m].dataset for m in members
-            }
+            datasets = {self.runs[m].answered_dataset for m in members}
             if len(datasets) > 1:
                 problems.append(
                     f"{where}.runs answer other test sets ({', '.join(sorted(datasets))}): pool runs whose last "

@@ -37,18 +37,24 @@ VARC_TTT_VIEWS = 1 + len(VARC_TTT_DIHEDRALS) * (1 + VARC_TTT_PERMUTATIONS)  # 51
 def varc_ttt_views(task_ids: list[str], seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Upstream VARC's 51 test-time views of each task, in its order: (T, 51) dihedral ids and (T, 51, 10) colour
     maps. Colour 0 stays 0; the other nine are permuted uniformly, from numpy's generator seeded with (seed, the
-    task id's crc32, the view), where upstream prefers colours the task does not use (a documented difference)."""
+    task id's hash, the view), where upstream prefers colours the task does not use (a documented difference). A
+    geometry's colourings are distinct (a view's name is its transform: a repeat would name two views alike): a
+    permutation drawn already in its geometry, the identity included, is drawn again from the same generator."""
     tids = np.zeros((len(task_ids), VARC_TTT_VIEWS), dtype=np.uint8)
     colours = np.tile(np.arange(NUM_COLOURS, dtype=np.uint8), (len(task_ids), VARC_TTT_VIEWS, 1))
     for t, task_id in enumerate(task_ids):
         stream = int.from_bytes(hashlib.sha256(task_id.encode()).digest()[:4], "little")
         view = 1
         for tid in VARC_TTT_DIHEDRALS:
+            drawn = {tuple(range(NUM_COLOURS))}
             for k in range(1 + VARC_TTT_PERMUTATIONS):
                 tids[t, view] = tid
                 if k:
                     rng = np.random.default_rng([seed, stream, view])
-                    colours[t, view, 1:] = 1 + rng.permutation(NUM_COLOURS - 1)
+                    while (new := (0, *(1 + rng.permutation(NUM_COLOURS - 1)).tolist())) in drawn:
+                        pass
+                    drawn.add(new)
+                    colours[t, view] = new
                 view += 1
     return tids, colours
 

@@ -103,16 +103,17 @@ def fit_task(
     head: torch.nn.Module,
     split: Any,
     example_ids: np.ndarray,
-    identifiers: Sequence[str],
+    demonstrations: tuple[np.ndarray, np.ndarray],
     task: str,
     cfg: TTTConfig,
     seed: int,
     device: torch.device,
 ) -> dict[str, float]:
     """Train `head` in place on the demonstrations of `task`'s views (module doc, steps 1 and 2); its statistics.
-    The head's task-token table becomes the task's own, one fresh row per view (as upstream's new table): rows
-    0..V-1 in the order of the views' identifiers (`local_ids` renumbers the task's rows to match)."""
-    rows, views = task_views(example_ids, identifiers, task)
+    demonstrations: `task_views`' rows and views. The head's task-token table becomes the task's own, one fresh row
+    per view (as upstream's new table): rows 0..V-1 in the order of the views' identifiers (`local_ids` renumbers
+    the task's rows to match)."""
+    rows, views = demonstrations
     inner = head.model.inner
     old = inner.task_token_embed.weight
     stream = zlib.crc32(task.encode())
@@ -205,9 +206,10 @@ def run_job(
                 log.info("%s: answered by an earlier attempt of this job (%s)", task, done)
                 continue
             head, _ = model_from_checkpoint(ckpt, env.device, source=checkpoint, batch_size=cfg.batch_size)
-            stats[task] = fit_task(head, train, train_ids, identifiers, task, cfg, seed, env.device)
+            demonstrations = task_views(train_ids, identifiers, task)
+            stats[task] = fit_task(head, train, train_ids, demonstrations, task, cfg, seed, env.device)
             rows = rows_of_tasks(test_ids, identifiers, [task])
-            task_ids = local_ids(test_ids, rows, task_views(train_ids, identifiers, task)[1], task)  # its table's
+            task_ids = local_ids(test_ids, rows, demonstrations[1], task)  # the rows of the task's own table
             rows = np.repeat(rows, evaluation.canvas_attempts)
             batch = max(min(evaluation.batch_size, len(rows)), 1)
             answers = predict(head, test.inputs, test.labels, task_ids, rows, batch, env, compile=False)

@@ -93,3 +93,20 @@ def test_appendix_a_grid_hash():
 def test_malformed_identifiers_are_rejected(name):
     with pytest.raises(ArcpipeError, match="is not 'task"):
         parse_identifier(name)
+
+
+def test_a_geometrys_varc_colourings_are_distinct_where_the_first_draws_repeat():
+    """Task 00000c6f at seed 0: its ninth view's first draw repeats an earlier colouring of Rotate(90), which would
+    name two views alike; it is drawn again, and every other view keeps its first draw."""
+    import hashlib
+
+    from arcpipe.data.augment import VARC_TTT_VIEWS, varc_ttt_views
+
+    tids, colours = varc_ttt_views(["00000c6f"], seed=0)
+    stream = int.from_bytes(hashlib.sha256(b"00000c6f").digest()[:4], "little")
+    first = [(0, *(1 + np.random.default_rng([0, stream, v]).permutation(9)).tolist()) for v in range(VARC_TTT_VIEWS)]
+    views = [(int(tids[0, v]), tuple(colours[0, v].tolist())) for v in range(VARC_TTT_VIEWS)]
+    assert first[9] in first[2:9]  # the repeat this task was picked for
+    assert len(set(views)) == VARC_TTT_VIEWS  # every view distinct, the original included
+    redrawn = [v for v in range(VARC_TTT_VIEWS) if v % 10 != 1 and v and views[v][1] != first[v]]
+    assert redrawn == [9]
