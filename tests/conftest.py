@@ -69,6 +69,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.add_marker(pytest.mark.skip(reason=reason))
 
 
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under `--dist loadfile` (tests/run.sh), a file goes to a worker when that worker is down to its last test,
+    not before: the test files are few and long (a rehearsal file holds 2 tests of minutes each), and xdist's own
+    rule (a worker with 2 tests or fewer left gets the next file at once) queued a long file behind a long one while
+    the other worker ran out of work. A worker waits for its next test before running its last one, so it asks for
+    the next file at the end of its second-to-last test and idles no longer than one message takes."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class LastMomentLoadFile(LoadFileScheduling):
+        def _reschedule(self, node: Any) -> None:
+            if not node.shutting_down and self.workqueue and self._pending_of(self.assigned_work[node]) > 1:
+                return
+            super()._reschedule(node)
+
+    return LastMomentLoadFile(config, log)
+
+
 @pytest.fixture(scope="session")
 def tiny_dataset(tmp_path_factory) -> Path:
     from arcpipe.data.build import build_dataset

