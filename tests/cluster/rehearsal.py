@@ -4,6 +4,7 @@ test_rehearsal.py's docstring."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import random
 import shutil
@@ -12,8 +13,10 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 from clusterlib import ROOT, VENV_BIN, base_env, snakemake
+from once import once_per_session
 
 from arcpipe import plan
 from arcpipe.config import WorkflowConfig
@@ -144,25 +147,47 @@ def final_weights(work: Path, run: str, epoch: int) -> dict:
     ]
 
 
-def assert_equals_an_uninterrupted_run(tmp_path: Path, work: Path, cfg: WorkflowConfig, run: str) -> None:
-    """The run's last checkpoint, trained again here in one uninterrupted local Snakemake call, is bitwise equal.
+def assert_equals_an_uninterrupted_run(
+    factory: pytest.TempPathFactory, worker_id: str, work: Path, cfg: WorkflowConfig, run: str
+) -> None:
+    """The run's last checkpoint equals, bitwise, the same run trained in one uninterrupted local Snakemake call.
 
-    The reference starts from the rehearsal's built dataset and the run's config and preflight (copied with their
-    times, so Snakemake takes them as made): it trains on the same bytes, and only the training is done again."""
+    The reference starts from a rehearsal's built dataset and the run's config and preflight (copied with their
+    times, so Snakemake takes them as made): it trains on the same bytes, and only the training is done again. Both
+    rehearsals kill the same run, so the reference is trained once per session (tests/once.py), from the first
+    rehearsal that gets here; the other checks that it trained from the same bytes (the dataset's files and the
+    run's training config; the preflight's record is no input of training) before comparing."""
     import torch
 
-    reference = workdir(tmp_path / "reference")
-    dataset = cfg.runs[run].dataset
-    shutil.copytree(work / f"results/data/{dataset}", reference / f"results/data/{dataset}")
-    (reference / f"results/runs/{run}").mkdir(parents=True)
-    for name in ("config.yaml", "preflight.json"):
-        shutil.copy2(work / f"results/runs/{run}/{name}", reference / f"results/runs/{run}/{name}")
+    def make() -> dict:
+        reference = workdir(factory.mktemp("reference"))
+        dataset = cfg.runs[run].dataset
+        shutil.copytree(work / f"results/data/{dataset}", reference / f"results/data/{dataset}")
+        (reference / f"results/runs/{run}").mkdir(parents=True)
+        for name in ("config.yaml", "preflight.json"):
+            shutil.copy2(work / f"results/runs/{run}/{name}", reference / f"results/runs/{run}/{name}")
+        target = f"results/runs/{run}/ckpt/epoch_{cfg.runs[run].epochs}.pt"
+        done = snakemake(["--cores", "2", target, *REHEARSAL], reference, base_env(), 900)
+        assert done.returncode == 0, done.stdout[-3000:]
+        assert "rule build_dataset:" not in done.stdout and "rule run_preflight:" not in done.stdout, done.stdout[
+            -3000:
+        ]
+        return {"work": str(reference), "inputs": training_inputs(reference, cfg, run)}
+
+    made = once_per_session(factory, worker_id, f"rehearsal-reference-{run}", make)
+    reference = Path(made["work"])
+    assert training_inputs(work, cfg, run) == made["inputs"], f"{run}: trained from other bytes than the reference"
     last = cfg.runs[run].epochs
-    target = f"results/runs/{run}/ckpt/epoch_{last}.pt"
-    done = snakemake(["--cores", "2", target, *REHEARSAL], reference, base_env(), 900)
-    assert done.returncode == 0, done.stdout[-3000:]
-    assert "rule build_dataset:" not in done.stdout and "rule run_preflight:" not in done.stdout, done.stdout[-3000:]
     got, want = final_weights(work, run, last), final_weights(reference, run, last)
     assert got.keys() == want.keys()
     for key in want:
         assert torch.equal(got[key], want[key]), f"{run}: {key} differs from an uninterrupted run"
+
+
+def training_inputs(work: Path, cfg: WorkflowConfig, run: str) -> dict[str, str]:
+    """sha256 of what training `run` reads: its dataset's files (not the build and verification records: they hold
+    times) and its training config."""
+    dataset = work / f"results/data/{cfg.runs[run].dataset}"
+    paths = [p for p in sorted(dataset.rglob("*")) if p.is_file() and p.name not in ("build.json", "verify.json")]
+    paths.append(work / f"results/runs/{run}/config.yaml")
+    return {str(p.relative_to(work)): hashlib.sha256(p.read_bytes()).hexdigest() for p in paths}

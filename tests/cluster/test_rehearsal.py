@@ -43,7 +43,9 @@ pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(1500)]
 # the SLURM lab (one pytest worker brings the lab up and down).
 
 
-def test_full_rehearsal_through_the_ice_profile(tmp_path: Path, fake_ice: dict) -> None:
+def test_full_rehearsal_through_the_ice_profile(
+    tmp_path: Path, fake_ice: dict, tmp_path_factory: pytest.TempPathFactory, worker_id: str
+) -> None:
     cfg = rehearsal_config()
     work = workdir(tmp_path)
     args = ["--profile", str(ROOT / "profiles/ice"), *ICE_POLL, "--latency-wait", "10", "full", *REHEARSAL]
@@ -119,7 +121,7 @@ def test_full_rehearsal_through_the_ice_profile(tmp_path: Path, fake_ice: dict) 
     calls = [json.loads(line) for line in (state / "calls.log").read_text().splitlines()]
     assert any(c[:2] == ["delete", "job"] and killed in c for c in calls), "the dead driver's Job was not cancelled"
     run = next(r for r in cfg.runs if f"-{r}-" in f"-{killed}-")
-    assert_equals_an_uninterrupted_run(tmp_path, work, cfg, run)
+    assert_equals_an_uninterrupted_run(tmp_path_factory, worker_id, work, cfg, run)
     assert files_containing(work, SENTINEL) == []  # the key came from the Secret, into no file
 
 

@@ -93,7 +93,9 @@ def test_lab_up_is_idempotent_and_fast_when_nothing_changed(slurm_lab: None) -> 
 
 
 @pytest.mark.timeout(1500)
-def test_full_rehearsal_through_the_slurm_profile(tmp_path: Path, slurm_lab: None) -> None:
+def test_full_rehearsal_through_the_slurm_profile(
+    tmp_path: Path, slurm_lab: None, tmp_path_factory: pytest.TempPathFactory, worker_id: str
+) -> None:
     cfg = rehearsal_config()
     work = workdir(tmp_path)
     args = ["--profile", str(ROOT / "profiles/slurm"), *SLURM_POLL, "full", *REHEARSAL]
@@ -162,7 +164,7 @@ def test_full_rehearsal_through_the_slurm_profile(tmp_path: Path, slurm_lab: Non
         for (_, end), (start, _) in zip(spans, spans[1:], strict=False):
             assert end <= start, f"{comment}: two jobs trained it at once ({spans})"
     run = next(r for r in cfg.runs if f"-{r}-" in killed or killed.endswith(f"_{r}"))
-    assert_equals_an_uninterrupted_run(tmp_path, work, cfg, run)
+    assert_equals_an_uninterrupted_run(tmp_path_factory, worker_id, work, cfg, run)
     # the multi-node run went through srun + torchrun on both lab nodes
     assert "--ntasks-per-node=1" in (work / "logs/train_segment/hrm-arc1/epoch_1.log").read_text()
     # the W&B key is in no file of the run and in no jobscript SLURM stored

@@ -1,5 +1,5 @@
 """Fixtures shared by the workflow tests: the real runs that several test modules read, each made once per session
-(session_runs.py: once, whatever the number of xdist workers).
+(tests/once.py: once, whatever the number of xdist workers).
 
 `smoke_run`: `snakemake smoke` with the repository's config/config.yaml (W&B offline, a sentinel API key, its own
 $HOME and $TMPDIR). tests/workflow/test_smoke.py checks what it left; tests/workflow/test_keep_checkpoints.py
@@ -21,8 +21,9 @@ import time
 from pathlib import Path
 
 import pytest
+from once import once_per_session
 from scratch import snakemake
-from session_runs import QUICK_OVERLAY, once_per_session
+from session_runs import QUICK_OVERLAY
 from smoke_workdir import SENTINEL, smoke_snakemake, smoke_workdir
 
 
