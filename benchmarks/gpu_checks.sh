@@ -4,7 +4,9 @@
 # First, alone on the GPU (their timings are the ones reported): `bench`, benchmarks/gpu.py on BENCH_RUNS against
 # upstream's own code (UPSTREAM holds checkouts as trm, hrm, urm), then `varc`, when UPSTREAM also holds varc
 # (lillian039/VARC), VARC-ViT's training steps against upstream's ARCViT (benchmarks/varc_step.py: arc, offline and
-# TTT, compiled, bf16; each row is printed when measured, so a run cut short by its limit keeps the rows it finished).
+# TTT, compiled, bf16; each row is printed when measured, so a run cut short by its limit keeps the rows it finished),
+# then `ttt`, one task's test-time training as a job runs it (benchmarks/ttt_task.py: the published VARC-ViT,
+# upstream's recipe; the fit's and the answers' wall time against the bare step).
 # Then side by side, since none of them is a timing: `tests` (pytest -m gpu), `doctor` (`arcpipe doctor --run
 # trm-arc1`), `learning` (benchmarks/learning_check.py --gpus 1), `rehearsal` (the one-GPU rehearsal of the `full`
 # target in a scratch copy, config/gpu-rehearsal.yaml) and `staged` (the staged-run scenario of docs/staged-runs.md
@@ -12,9 +14,9 @@
 # rehearsal's sizes, config/gpu-staged.yaml; in a scratch copy). Needs arcpipe importable and `arcpipe`,
 # `snakemake` and `torchrun` on PATH. Exits 0; each log ends with the exit status.
 # Optional, from the environment:
-#   CHECKS="bench varc tests staged"  the checks to run, in this order of phases (default: all of bench varc tests
-#                                    doctor learning rehearsal staged); a 15-minute GPU lease fits about two calls:
-#                                    CHECKS="tests staged", then CHECKS="bench varc"
+#   CHECKS="bench varc tests staged"  the checks to run, in this order of phases (default: all of bench varc ttt
+#                                    tests doctor learning rehearsal staged); a 15-minute GPU lease fits about two
+#                                    calls: CHECKS="tests staged", then CHECKS="bench varc ttt"
 #   BENCH_RUNS="trm-arc1 hrm-arc1"   the benchmark's runs (default trm-arc1; about 200 s per run with upstream's)
 #   BENCH_ARGS="--no-eager --no-eval --profile 3"   more arguments of benchmarks/gpu.py (--profile N: where the
 #                                    compiled step's GPU time goes, both sides)
@@ -45,7 +47,7 @@ step() {  # step NAME SECONDS COMMAND...: the command's output and its exit stat
         torch.cuda.get_device_name(0), torch.cuda.get_device_capability(0))'
     nproc && free -g && df -h /dev/shm
 } > "$out/env.log" 2>&1
-checks=" ${CHECKS:-bench varc tests doctor learning rehearsal staged} "
+checks=" ${CHECKS:-bench varc ttt tests doctor learning rehearsal staged} "
 want() { [[ $checks == *" $1 "* ]]; }
 
 rehearse() {  # rehearse NAME TARGET OVERLAY...: in a scratch copy; then the failed jobs' log tails and the summary
@@ -76,7 +78,7 @@ rehearsals() {  # the staged scenario and the full rehearsal, in the background
 }
 # without a benchmark to keep alone on the GPU, the rehearsals (which need no adam-atan2 kernel) start beside its build
 alone=false
-if want bench || want varc; then alone=true; fi
+if want bench || want varc || want ttt; then alone=true; fi
 $alone || rehearsals
 if [ -n "${ADAM_ATAN2_SDIST:-}" ]; then  # the SMs it is built for come from its setup.py (8.0, 8.6, 8.9, 9.0)
     step adam-atan2-build "${ADAM_ATAN2_BUILD_S:-420}" env MAX_JOBS="$(nproc)" python3 -m pip install \
@@ -92,6 +94,9 @@ if want varc && [ -d "$upstream/varc" ]; then
     # shellcheck disable=SC2086  # VARC_ARGS is a list
     step varc-bench "$bench_s" python3 benchmarks/varc_step.py --varc "$upstream/varc" ${timm:+--timm "$timm"} \
         --preset arc --device cuda --compile --steps 10 ${VARC_ARGS:-}
+fi
+if want ttt; then  # one task's test-time training, the published VARC-ViT and upstream's recipe (100 epochs)
+    step ttt "$bench_s" python3 benchmarks/ttt_task.py --preset arc --device cuda --tasks 1 --epochs 100
 fi
 ! $alone || rehearsals
 if want tests; then

@@ -177,7 +177,7 @@ def test_test_time_training_jobs_redo_only_unfinished_tasks_and_collect_into_one
     monkeypatch.setattr(ttt, "fit_task", lambda *a, **k: fitted.append(a[4]) or fit(*a, **k))
     summary = ttt.run_job(ckpt, tiny_dataset, jobs[0], 0, cfg)
     assert fitted == mine[1:] and summary["tasks"] == mine and not (tmp_path / "ttt/job_0.npz.tasks").exists()
-    assert all(s["steps"] > 0 for s in summary["stats"].values())
+    assert all(s["steps"] > 0 and s["answer_seconds"] > 0 for s in summary["stats"].values())
 
     # a retry with another recipe never reuses answers of the old one
     other = tmp_path / "other/job_0.npz"
@@ -197,6 +197,8 @@ def test_test_time_training_jobs_redo_only_unfinished_tasks_and_collect_into_one
     metrics = ttt.collect(jobs, tiny_dataset, tmp_path / "eval", info={"run": "v", "epoch": 4})
     test = load_split(tiny_dataset, "test")
     assert metrics["num_predictions"] == 10 * len(test.inputs) and metrics["info"]["ttt"]["epochs"] == 2
+    fit, wall = metrics["ttt/seconds_per_task"], metrics["ttt/wall_seconds_per_task"]
+    assert 0 < fit < wall  # the answers' time on top of the fit's
     assert (tmp_path / "eval/submission.json").is_file()
 
 

@@ -212,8 +212,10 @@ def run_job(
             task_ids = local_ids(test_ids, rows, demonstrations[1], task)  # the rows of the task's own table
             rows = np.repeat(rows, evaluation.canvas_attempts)
             batch = max(min(evaluation.batch_size, len(rows)), 1)
+            answering = time.monotonic()
             answers = predict(head, test.inputs, test.labels, task_ids, rows, batch, env, compile=False)
             assert answers is not None  # one process
+            stats[task]["answer_seconds"] = round(time.monotonic() - answering, 3)  # every view's attempts
             part = {"rows": answers.rows, "preds": answers.preds, "q_halt_logits": answers.q_halt_logits}
             parts.append(part)
             done_dir.mkdir(parents=True, exist_ok=True)
@@ -281,7 +283,11 @@ def collect(
     stats = [task_stats for s in summaries for task_stats in s["stats"].values()]
     extra = {
         "ttt/steps_per_task": float(np.mean([s["steps"] for s in stats])) if stats else 0.0,
-        "ttt/seconds_per_task": float(np.mean([s["seconds"] for s in stats])) if stats else 0.0,
+        "ttt/seconds_per_task": float(np.mean([s["seconds"] for s in stats])) if stats else 0.0,  # the fit's
+        # the fit and the answers (a task answered by an earlier version of this code has no answer time)
+        "ttt/wall_seconds_per_task": float(np.mean([s["seconds"] + s.get("answer_seconds", 0.0) for s in stats]))
+        if stats
+        else 0.0,
     }
     protocol = {
         **(info or {}),
