@@ -72,9 +72,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """Under `--dist loadfile` (tests/run.sh), a file goes to a worker when that worker is down to its last test,
     not before: the test files are few and long (a rehearsal file holds 2 tests of minutes each), and xdist's own
-    rule (a worker with 2 tests or fewer left gets the next file at once) queued a long file behind a long one while
-    the other worker ran out of work. A worker waits for its next test before running its last one, so it asks for
-    the next file at the end of its second-to-last test and idles no longer than one message takes."""
+    rule (a worker with 2 tests or fewer left gets the next file at once) queued the SLURM file behind the ICE
+    rehearsal's, both rehearsals on one worker from the start. A worker waits for its next test before running its
+    last one, so it asks for the next file at the end of its second-to-last test and idles no longer than one
+    message takes."""
     if config.getvalue("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling

@@ -168,10 +168,9 @@ def assert_equals_an_uninterrupted_run(
             shutil.copy2(work / f"results/runs/{run}/{name}", reference / f"results/runs/{run}/{name}")
         target = f"results/runs/{run}/ckpt/epoch_{cfg.runs[run].epochs}.pt"
         done = snakemake(["--cores", "2", target, *REHEARSAL], reference, base_env(), 900)
-        assert done.returncode == 0, done.stdout[-3000:]
-        assert "rule build_dataset:" not in done.stdout and "rule run_preflight:" not in done.stdout, done.stdout[
-            -3000:
-        ]
+        tail = done.stdout[-3000:]
+        assert done.returncode == 0, tail
+        assert "rule build_dataset:" not in done.stdout and "rule run_preflight:" not in done.stdout, tail
         return {"work": str(reference), "inputs": training_inputs(reference, cfg, run)}
 
     made = once_per_session(factory, worker_id, f"rehearsal-reference-{run}", make)
