@@ -255,12 +255,15 @@ def _header(cuda: bool) -> str:
 
 
 def _line(r: dict[str, Any], rows: list[dict[str, Any]], cuda: bool) -> str:
-    """A table row; the ratios against the upstream row of the same preset and phase."""
-    base = next(u for u in rows if (u["preset"], u["phase"], u["side"]) == (r["preset"], r["phase"], "upstream"))
-    best, base_best = min(r["times_s"]), min(base["times_s"])
+    """A table row; the ratios against the upstream row of the same preset and phase ("-" where none ran)."""
+    key = (r["preset"], r["phase"], "upstream")
+    base = next((u for u in rows if (u["preset"], u["phase"], u["side"]) == key), None)
+    best = min(r["times_s"])
+    ratio = "-" if base is None else f"{r['median_s'] / base['median_s']:.2f}x"
+    best_ratio = "-" if base is None else f"{best / min(base['times_s']):.2f}x"
     cells = [r["preset"], r["phase"], str(r["batch"]), r["side"], f"{r['params'] / 1e6:.2f}M"]
     cells += [str(len(r["times_s"])), f"{r['median_s'] * 1000:.1f}", f"{r['batch'] / r['median_s']:.2f}"]
-    cells += [f"{r['median_s'] / base['median_s']:.2f}x", f"{best * 1000:.1f}", f"{best / base_best:.2f}x"]
+    cells += [ratio, f"{best * 1000:.1f}", best_ratio]
     cells.append(f"{r['rss_mib']:.0f}")
     if cuda:
         mfu = "-" if r["mfu"] is None else f"{100 * r['mfu']:.1f}%"

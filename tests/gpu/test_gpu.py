@@ -342,6 +342,8 @@ def test_gpu_evaluation_equals_cpu_evaluation_of_the_same_checkpoint(
 
 
 def _head(arch: str, preset: str, batch_size: int, **overrides: object):
+    if arch == "varc-unet":  # an optional extra (`arcpipe[unet]`): a GPU image without it skips, and says why
+        pytest.importorskip("diffusers", reason="varc-unet needs diffusers: pip install 'arcpipe[unet]'")
     torch.manual_seed(0)
     return build_model(
         make_arch_config(arch, preset, overrides),
@@ -422,9 +424,12 @@ def _assert_updates_close(a: list[torch.Tensor], b: list[torch.Tensor], dtype: t
         # bf16 parameters and moments: the kernel (fused, fp32 inside) and the PyTorch rule round at different
         # points, so a parameter whose rounding went the other way once drifts a few ulps over the steps (on the
         # H200, 2026-11-27: 3 of 135,168 entries, at most 5 ulps). Every entry within 8 bf16 ulps of its magnitude,
-        # and all but 1 in 10,000 within rtol 2^-6: a wrong rule (a beta, the lr, the decay) moves most entries
+        # and all but 1 in 10,000 within rtol 2^-6: a wrong rule (a beta, the lr, the decay) moves most entries.
+        # An ulp is counted at no less than the learning rate's magnitude (2^-10, the tests' lr 1e-3): an entry
+        # that crosses zero on one side only is a few updates' rounding apart, which is 256 ulps of its own
+        # near-zero magnitude (the PyTorch rule compiled against eager, H200, 2026-11-27)
         x, y = x.float(), y.float()
-        ulp = torch.exp2(torch.floor(torch.log2(torch.maximum(x.abs(), y.abs()).clamp_min(2**-126))) - 7)
+        ulp = torch.exp2(torch.floor(torch.log2(torch.maximum(x.abs(), y.abs()).clamp_min(2**-10))) - 7)
         ulps = ((x - y).abs() / ulp).max().item()
         assert ulps <= 8, f"bf16 update {ulps:.0f} ulps from the PyTorch rule's"
         off = ((x - y).abs() > 1e-4 + 2**-6 * y.abs()).float().mean().item()

@@ -92,7 +92,10 @@ class VARCUNet(nn.Module):
         check_canvas_inputs(pixels, task_ids, mask, self.config.image_size, "VARCUNet")
         x = self.color_embed(pixels).permute(0, 3, 1, 2)  # (B, 4, S, S)
         task = self.task_token_embed(task_ids).unsqueeze(1)  # (B, 1, D): the cross-attention's one key
-        return self.encoder(x, 0, task, return_dict=False)[0]  # timestep 0, as upstream
+        # timestep 0, as upstream, as a tensor made on the device: diffusers turns a Python 0 into a tensor with a
+        # host-to-device copy, one host sync per forward on CUDA (tests/gpu, H200, 2026-11-27)
+        timestep = torch.zeros(x.shape[0], dtype=torch.long, device=x.device)
+        return self.encoder(x, timestep, task, return_dict=False)[0]
 
 
 def preset_parameter_count(cfg: VARCUNetConfig) -> int:

@@ -127,6 +127,21 @@ def test_mask_is_ignored_and_the_task_token_matters() -> None:
     assert a.shape == (2, 12, 32, 32)
 
 
+def test_the_timestep_reaches_diffusers_as_a_tensor_on_the_pixels_device() -> None:
+    # a Python 0 makes diffusers build a tensor from the host in every forward: a host sync per step on CUDA (the
+    # GPU test of host syncs found it, H200, 2026-11-27). What it is given must already be a tensor, on the device.
+    model = _tiny().eval()
+    seen: list[Any] = []
+    embed = model.encoder.get_time_embed
+    model.encoder.get_time_embed = lambda sample, timestep: seen.append((sample, timestep)) or embed(sample, timestep)
+    pixels, task_ids, mask = _inputs(model.config, batch=2)
+    with torch.no_grad():
+        model(pixels, task_ids, mask)
+    ((sample, timestep),) = seen
+    assert torch.is_tensor(timestep) and timestep.device == sample.device
+    assert timestep.dtype == torch.long and timestep.tolist() == [0, 0]  # upstream's timestep 0, per row
+
+
 def test_config_errors_name_the_fields() -> None:
     with pytest.raises(ValueError, match=r"image_size=34 is not a multiple of 4"):
         make_arch_config("varc-unet", "tiny", {"image_size": 34})
