@@ -5,8 +5,9 @@
 # upstream's own code (UPSTREAM holds checkouts as trm, hrm, urm), then `varc`, when UPSTREAM also holds varc
 # (lillian039/VARC), VARC-ViT's training steps against upstream's ARCViT (benchmarks/varc_step.py: arc, offline and
 # TTT, compiled, bf16; each row is printed when measured, so a run cut short by its limit keeps the rows it finished),
-# then `ttt`, one task's test-time training as a job runs it (benchmarks/ttt_task.py: the published VARC-ViT,
-# upstream's recipe; the fit's and the answers' wall time against the bare step).
+# then `ttt`, two tasks' test-time training as a job runs it (benchmarks/ttt_task.py: the published VARC-ViT,
+# upstream's recipe, compiled steps; the fit's and the answers' wall time against the bare step; the first task's
+# fit holds the compilation, the second shows the steps alone).
 # Then side by side, since none of them is a timing: `tests` (pytest -m gpu), `doctor` (`arcpipe doctor --run
 # trm-arc1`), `learning` (benchmarks/learning_check.py --gpus 1), `rehearsal` (the one-GPU rehearsal of the `full`
 # target in a scratch copy, config/gpu-rehearsal.yaml) and `staged` (the staged-run scenario of docs/staged-runs.md
@@ -96,7 +97,7 @@ if want varc && [ -d "$upstream/varc" ]; then
         --preset arc --device cuda --compile --steps 10 ${VARC_ARGS:-}
 fi
 if want ttt; then  # one task's test-time training, the published VARC-ViT and upstream's recipe (100 epochs)
-    step ttt "$bench_s" python3 benchmarks/ttt_task.py --preset arc --device cuda --tasks 1 --epochs 100
+    step ttt "$bench_s" python3 benchmarks/ttt_task.py --preset arc --device cuda --tasks 2 --epochs 100
 fi
 ! $alone || rehearsals
 if want tests; then

@@ -11,8 +11,12 @@ view's demonstrations) and answers every view of its test inputs `canvas_attempt
 fit's seconds, steps and steps/s, the answers' seconds, and their sum (the wall time of one task, model load aside);
 for the job: wall time, peak RSS and, on CUDA, peak GPU memory.
 
+Steps are compiled as a run's are (on CUDA unless --no-compile; on CPU only with --compile), once per job: the first
+task's fit holds the compilation, the next tasks' show the compiled steps alone (the GPU check runs 2 tasks).
+
 The baseline, in the same invocation and process: the bare training step, `head.step` + backward + clip + AdamW on
-one batch of the first task's demonstrations, timed --baseline-steps times after 2 untimed (synchronised on CUDA).
+one batch of the first task's demonstrations (compiled when the job's were), timed --baseline-steps times after 2
+untimed (synchronised on CUDA).
 `fit / (steps x bare step)` is what the fit costs beyond its steps (batching, canvas draws, the schedule); upstream's
 own step on the same GPU is benchmarks/varc_step.py's TTT phase.
 """
@@ -53,6 +57,12 @@ def main() -> None:
     parser.add_argument("--warmup-epochs", type=int, default=None, help="default: a tenth of --epochs (upstream 10)")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--baseline-steps", type=int, default=10)
+    parser.add_argument(
+        "--compile",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="compiled training steps (default: as a run's, on CUDA only); the baseline steps the same way",
+    )
     parser.add_argument("--work", type=Path, default=None, help="a scratch folder (default: a temporary one)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
@@ -92,14 +102,18 @@ def run(args: argparse.Namespace, work: Path) -> None:
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     started = time.perf_counter()
-    summary = ttt.run_job(checkpoint, data, work / "job_0.npz", 0, recipe, evaluation, device=args.device)
+    summary = ttt.run_job(
+        checkpoint, data, work / "job_0.npz", 0, recipe, evaluation, device=args.device, compile=args.compile
+    )
     job_s = time.perf_counter() - started
     gpu_peak = torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None
-    bare = bare_step_seconds(checkpoint, data, summary["tasks"][0], args.baseline_steps, device)
+    compiled = summary["model_step"] == "compiled"
+    bare = bare_step_seconds(checkpoint, data, summary["tasks"][0], args.baseline_steps, device, compiled)
 
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
     print(f"\n{args.arch} {args.preset} on {name}: ttt epochs {recipe.epochs} (warm-up {recipe.warmup_epochs}), "
-          f"batch {recipe.batch_size}, {evaluation.canvas_attempts} attempts per view")  # fmt: skip
+          f"batch {recipe.batch_size}, {evaluation.canvas_attempts} attempts per view, "
+          f"{summary['model_step']} steps")  # fmt: skip
     print("| task | views | demonstrations | fit steps | fit s | steps/s | answer s | task s | fit / bare steps |")
     print("|---|---|---|---|---|---|---|---|---|")
     for task, s in summary["stats"].items():
@@ -110,11 +124,16 @@ def run(args: argparse.Namespace, work: Path) -> None:
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     memory = f", peak GPU memory {gpu_peak:.2f} GiB" if gpu_peak is not None else ""
     print(f"job: {job_s:.1f} s for {len(summary['tasks'])} tasks (model loads included), peak RSS {rss:.2f} GiB"
-          f"{memory}; baseline: the bare step {bare * 1000:.1f} ms (median of {args.baseline_steps})")  # fmt: skip
+          f"{memory}; baseline: the bare {summary['model_step']} step {bare * 1000:.1f} ms (median of "
+          f"{args.baseline_steps})")  # fmt: skip
 
 
-def bare_step_seconds(checkpoint: Path, data: Path, task: str, steps: int, device: torch.device) -> float:
-    """The median seconds of head.step + backward + clip + AdamW on one batch of `task`'s demonstrations."""
+def bare_step_seconds(
+    checkpoint: Path, data: Path, task: str, steps: int, device: torch.device, compiled: bool
+) -> float:
+    """The median seconds of head.step + backward + clip + AdamW on one batch of `task`'s demonstrations (the job's
+    own forward, ttt.step_loss, compiled when the job's was: its compilation is in the 2 untimed steps)."""
+    loss_fn = torch.compile(ttt.step_loss) if compiled else ttt.step_loss
     head, _ = model_from_checkpoint(read_weights(checkpoint), device, source=checkpoint, batch_size=8)
     split = load_split(data, "train")
     example_ids = example_puzzle_ids(split)
@@ -133,8 +152,7 @@ def bare_step_seconds(checkpoint: Path, data: Path, task: str, steps: int, devic
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         started = time.perf_counter()
-        _, loss, _, _ = head.step(head.initial_carry(batch), batch)
-        (loss / 8).backward()
+        (loss_fn(head, batch) / 8).backward()
         torch.nn.utils.clip_grad_norm_(params, ttt.GRAD_CLIP)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)

@@ -537,7 +537,7 @@ def _ttt_job(args: argparse.Namespace) -> int:
     if not 0 <= args.job < run.ttt.jobs:
         raise ArcpipeError(f"--job {args.job}: run {args.run} has ttt.jobs={run.ttt.jobs} (jobs 0..{run.ttt.jobs - 1})")
     config = load_evaluation_config(args.config) if args.config else None
-    run_job(args.checkpoint, args.dataset, args.out, args.job, run.ttt, config, device=args.device)
+    run_job(args.checkpoint, args.dataset, args.out, args.job, run.ttt, config, device=args.device, compile=run.compile)
     return 0
 
 

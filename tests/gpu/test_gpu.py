@@ -20,6 +20,7 @@ Tolerances, where a result cannot be bitwise:
 from __future__ import annotations
 
 import contextlib
+import math
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -251,6 +252,26 @@ def test_compiled_step_matches_eager_in_bf16(arch: str) -> None:
     assert abs(float(loss_c - loss_e)) <= 2e-2 * abs(float(loss_e)), (float(loss_e), float(loss_c))
     assert _relative_error(logits_c, logits_e) < 5e-2
     assert _relative_error(grads_c, grads_e) < 5e-2
+
+
+def test_a_test_time_training_job_compiles_its_step_once_on_cuda(
+    tiny_dataset: Path, tmp_path: Path, tiny_checkpoint
+) -> None:
+    # on CUDA a job's steps are compiled by default (inductor, bf16), once for all its tasks: each task's fresh model
+    # and task-token table are the compiled step's inputs; the CPU test (tests/integration/test_varc_pipeline.py)
+    # checks the same under aot_eager and that the compiled step computes the eager one
+    from torch._dynamo.utils import counters
+
+    from arcpipe.config.runs import TTTConfig
+    from arcpipe.eval import ttt
+
+    ckpt = tiny_checkpoint(tmp_path / "varc.pt", tiny_dataset, arch="varc")
+    torch._dynamo.reset()
+    counters.clear()
+    summary = ttt.run_job(ckpt, tiny_dataset, tmp_path / "job_0.npz", 0, TTTConfig(epochs=2, jobs=1), device="cuda")
+    assert summary["model_step"] == "compiled" and len(summary["tasks"]) >= 2
+    assert counters["stats"]["unique_graphs"] == 1 and not counters["recompiles"]
+    assert all(math.isfinite(s["last_loss"]) and s["steps"] > 0 for s in summary["stats"].values())
 
 
 # -- resume, evaluation and RNG through the Trainer ---------------------------------------------------------------

@@ -202,6 +202,41 @@ def test_test_time_training_jobs_redo_only_unfinished_tasks_and_collect_into_one
     assert (tmp_path / "eval/submission.json").is_file()
 
 
+def test_a_compiled_test_time_training_job_compiles_its_step_once_and_computes_what_the_eager_one_does(
+    tiny_dataset: Path, tmp_path: Path, tiny_checkpoint, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job's compiled step is traced once and reused by every task (a fresh model and task-token table each, as
+    inputs, not baked into the graph), and it computes the eager step: under torch.compile's `aot_eager` backend
+    (dynamo's and AOT autograd's tracing, the kernels left eager so that dropout draws the same masks) every task's
+    losses equal the eager job's. The path taken is recorded per task, per job and in the collected protocol.
+    Inductor's kernels themselves are checked on CUDA by tests/gpu (its compiled step against the eager one)."""
+    import functools
+
+    from torch._dynamo.utils import counters
+
+    from arcpipe.config.runs import TTTConfig
+    from arcpipe.eval import ttt
+
+    ckpt = tiny_checkpoint(tmp_path / "varc.pt", tiny_dataset, arch="varc")
+    cfg = TTTConfig(epochs=2, warmup_epochs=1, jobs=1)
+    eager = ttt.run_job(ckpt, tiny_dataset, tmp_path / "eager/job_0.npz", 0, cfg, device="cpu")
+    assert eager["model_step"] == "eager" and len(eager["tasks"]) >= 2  # CPU: eager unless the run says compile
+
+    torch._dynamo.reset()
+    counters.clear()
+    monkeypatch.setattr(torch, "compile", functools.partial(torch.compile, backend="aot_eager"))
+    compiled = ttt.run_job(ckpt, tiny_dataset, tmp_path / "compiled/job_0.npz", 0, cfg, device="cpu", compile=True)
+    assert counters["stats"]["unique_graphs"] == 1 and not counters["recompiles"]  # one trace for every task
+    assert compiled["model_step"] == "compiled"
+    for task in eager["tasks"]:
+        e, c = eager["stats"][task], compiled["stats"][task]
+        assert (e["model_step"], c["model_step"]) == ("eager", "compiled")
+        assert c["steps"] == e["steps"] and c["last_loss"] == pytest.approx(e["last_loss"], rel=1e-5)
+
+    info = ttt.collect([tmp_path / "compiled/job_0.npz"], tiny_dataset, tmp_path / "eval")["info"]
+    assert info["model_step"] == "compiled"
+
+
 def test_test_time_training_answers_another_datasets_tasks_with_a_task_token_table_of_its_own(
     tiny_dataset: Path, tmp_path: Path, tiny_checkpoint, monkeypatch: pytest.MonkeyPatch
 ) -> None:

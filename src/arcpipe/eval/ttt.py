@@ -26,9 +26,16 @@ per-task statistics) comes last, and the task files go.
 `collect` votes over every job's answers and writes the evaluation files (metrics.json, submission.json,
 per_puzzle.csv, votes.npz) as an evaluation of the checkpoint does, with the protocol in `info.ttt`.
 
-What differs from upstream, each deliberate: bf16 autocast on GPUs (upstream: fp16 with a GradScaler); eager steps
-(upstream compiles each task's model with CUDA graphs); and the views are those of the dataset answered: upstream's
-51 with `views: varc` (data/augment.py; its colour permutations drawn uniformly), else `num_aug` drawn ones.
+The training step is compiled as the run's other steps are (`compile` of the run; unset: on CUDA, not on CPU), once
+per job: every task of a job reuses the compiled step (the model and its fresh table are the step's inputs, not
+baked into it), and the path taken is recorded (`model_step` in each task's statistics and the job's summary, part
+of the key of a kept task). On an H200 the published VARC-ViT's eager step took 53 ms in a job, the compiled one
+19.8 ms (benchmarks/RESULTS.md, fourth GPU session).
+
+What differs from upstream, each deliberate: bf16 autocast on GPUs (upstream: fp16 with a GradScaler); compiled
+steps without CUDA graphs (upstream compiles each task's model with them, so it compiles once per task); and the
+views are those of the dataset answered: upstream's 51 with `views: varc` (data/augment.py; its colour permutations
+drawn uniformly), else `num_aug` drawn ones.
 """
 
 from __future__ import annotations
@@ -40,7 +47,7 @@ import math
 import shutil
 import time
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +56,7 @@ import torch
 
 from arcpipe.config import ArcpipeError, EvaluationConfig
 from arcpipe.config.arch import VARC_ARCHS
-from arcpipe.config.runs import TTTConfig
+from arcpipe.config.runs import TTTConfig, compiles
 from arcpipe.data.dataset import example_puzzle_ids, identifiers_sha256, load_split
 from arcpipe.eval.evaluate import check_verified, evaluate_predictions
 from arcpipe.eval.infer import make_batch, predict, rows_of_tasks
@@ -108,11 +115,13 @@ def fit_task(
     cfg: TTTConfig,
     seed: int,
     device: torch.device,
-) -> dict[str, float]:
+    loss_fn: Callable[[torch.nn.Module, dict[str, torch.Tensor]], torch.Tensor] | None = None,
+) -> dict[str, Any]:
     """Train `head` in place on the demonstrations of `task`'s views (module doc, steps 1 and 2); its statistics.
     demonstrations: `task_views`' rows and views. The head's task-token table becomes the task's own, one fresh row
     per view (as upstream's new table): rows 0..V-1 in the order of the views' identifiers (`local_ids` renumbers
-    the task's rows to match)."""
+    the task's rows to match). loss_fn: `step_loss` (default) or its compiled twin, shared by a job's tasks."""
+    loss_fn = loss_fn or step_loss
     rows, views = demonstrations
     inner = head.model.inner
     old = inner.task_token_embed.weight
@@ -141,7 +150,7 @@ def fit_task(
             batch = make_batch(split.inputs, split.labels, example_ids, chunk, B, device)
             step += 1
             batch["canvas_draws"] = torch.from_numpy(canvas_draws(seed, (stream << 20) + step, np.arange(B))).to(device)
-            _, loss, _, _ = head.step(head.initial_carry(batch), batch)
+            loss = loss_fn(head, batch)
             (loss / B).backward()  # the head's loss is the pixel mean times the rows (models/varc_head.py)
             torch.nn.utils.clip_grad_norm_(params, GRAD_CLIP)
             optimizer.step()
@@ -156,6 +165,12 @@ def fit_task(
     }
 
 
+def step_loss(head: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """One test-time-training forward: the head's summed loss over the batch's rows (what `fit_task` steps on)."""
+    _, loss, _, _ = head.step(head.initial_carry(batch), batch)
+    return loss
+
+
 def run_job(
     checkpoint: str | Path,
     dataset_dir: str | Path,
@@ -164,8 +179,10 @@ def run_job(
     cfg: TTTConfig,
     evaluation: EvaluationConfig | None = None,
     device: str | None = None,
+    compile: bool | None = None,
 ) -> dict[str, Any]:
-    """Test-time train and answer the test tasks of `job` (module doc); writes `out` (npz) last; its summary."""
+    """Test-time train and answer the test tasks of `job` (module doc); writes `out` (npz) last; its summary.
+    compile: the run's `compile` (None: compiled on CUDA only, as its training and evaluation)."""
     evaluation = evaluation or EvaluationConfig()
     checkpoint, dataset_dir, out = Path(checkpoint), Path(dataset_dir), Path(out)
     check_verified(dataset_dir)
@@ -185,6 +202,9 @@ def run_job(
         train_ids = example_puzzle_ids(train)
         test_ids = example_puzzle_ids(test)
         tasks = job_tasks(puzzles.task_names, job, cfg.jobs)
+        model_step = "compiled" if compiles(compile, env.device.type) else "eager"
+        loss_fn = torch.compile(step_loss) if model_step == "compiled" else step_loss
+        log.info("job %d: %d task(s), %s training steps on %s", job, len(tasks), model_step, env.device)
         done_dir = out.with_name(out.name + ".tasks")
         # what a task's answers depend on: a file of an attempt with other weights or settings is not reused
         key = json.dumps(
@@ -193,6 +213,7 @@ def run_job(
                 "dataset": identifiers_sha256(dataset_dir),
                 "ttt": cfg.model_dump(mode="json"),
                 "attempts": evaluation.canvas_attempts,
+                "model_step": model_step,
             },
             sort_keys=True,
         )
@@ -207,7 +228,8 @@ def run_job(
                 continue
             head, _ = model_from_checkpoint(ckpt, env.device, source=checkpoint, batch_size=cfg.batch_size)
             demonstrations = task_views(train_ids, identifiers, task)
-            stats[task] = fit_task(head, train, train_ids, demonstrations, task, cfg, seed, env.device)
+            stats[task] = fit_task(head, train, train_ids, demonstrations, task, cfg, seed, env.device, loss_fn)
+            stats[task]["model_step"] = model_step
             rows = rows_of_tasks(test_ids, identifiers, [task])
             task_ids = local_ids(test_ids, rows, demonstrations[1], task)  # the rows of the task's own table
             rows = np.repeat(rows, evaluation.canvas_attempts)
@@ -231,6 +253,7 @@ def run_job(
             )
         }
         summary = {"job": job, "jobs": cfg.jobs, "tasks": tasks, "stats": stats, "ttt": cfg.model_dump(mode="json")}
+        summary["model_step"] = model_step
         out.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_many(out.parent, {out.name: _npz({**merged, "summary": np.array(json.dumps(summary))})})
         shutil.rmtree(done_dir, ignore_errors=True)  # the job's file holds every task now
@@ -294,6 +317,9 @@ def collect(
         "ttt": summaries[0]["ttt"] if summaries else None,
         "canvas": {"attempts_per_view": evaluation.canvas_attempts},
         "jobs": len(summaries),
+        # how the jobs stepped: "compiled", "eager", or both joined by "+" when jobs differed (a job file of an
+        # earlier version of this code says nothing: "unrecorded")
+        "model_step": "+".join(sorted({s.get("model_step", "unrecorded") for s in summaries})) or None,
     }
     return write_results(
         out_dir,
