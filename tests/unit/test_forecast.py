@@ -9,7 +9,7 @@ import pytest
 from arcpipe.cli import main
 from arcpipe.config import validate_config
 from arcpipe.config.arch import make_arch_config
-from arcpipe.forecast import ASSUMED_MFU, forecast_runs, forecast_table
+from arcpipe.forecast import ASSUMED_MFU, forecast_line, forecast_runs, forecast_table
 from arcpipe.gpus import GPUS, doctor_record, doctor_record_path, gpu_of_device
 from arcpipe.models.flops import train_flops_per_example
 
@@ -220,3 +220,62 @@ def test_a_gated_run_costs_nothing_at_least_until_its_gate_opens(results: Path) 
     (results / "gates/hand.json").write_text(json.dumps({"passed": True, "value": 0.2, "min": 0.1, "epoch": 8}))
     low, high = forecast_ranges(cfg, results)["hand"]
     assert low.gpu_hours == high.gpu_hours > 0
+
+
+# a VARC run with test-time training on the same built dataset (4 test tasks, 36 test rows); its dataset keeps 2
+# augmentations (3 views per task) and answers each row 10 times (canvas_attempts)
+VARC_RUN = {
+    "arch": "varc",
+    "preset": "tiny",
+    "arch_overrides": {},
+    "optimizer": "adamw",
+    "ttt": {"epochs": 3, "batch_size": 8, "jobs": 2},
+}
+
+
+def _varc_config(**run_changes):
+    raw = _config().model_dump(mode="json", exclude_unset=True)
+    raw["datasets"]["tiny"]["num_aug"] = 2
+    raw["runs"]["hand"].update({**VARC_RUN, **run_changes})
+    return validate_config(raw)
+
+
+def test_a_varc_run_counts_every_attempt_and_its_test_time_training(results: Path) -> None:
+    from arcpipe.forecast import TTT_ASSUMED_MFU, TTT_COMPILE_SECONDS, TTT_DEMOS_PER_VIEW
+
+    cfg = _varc_config()
+    _record(results, cfg.runs["hand"])  # 0.02 rows/s through an evaluation
+    f = forecast_runs(cfg, results)["hand"]
+    train_row = train_flops_per_example(make_arch_config("varc", "tiny", {}), seq_len=900).total
+    # evaluations: 2 checkpoints x 36 rows x 10 attempts = 720 answers at 0.02/s = 10 GPU-h
+    assert (f.eval_passes, f.eval_rows, f.eval_attempts) == (2, 36, 10)
+    assert f.eval_gpu_hours == pytest.approx(720 / 0.02 / 3600)
+    # TTT: 4 tasks x 3 views x 3.4075 demonstrations = 10.2225 per task: (3 + 1) passes of 10.2225 / 8 + 0.5 steps
+    # = 7.111 steps per task, 28.44 for the 4: 29 steps of 8 rows; then 36 x 10 answers
+    ttt = f.ttt
+    assert TTT_DEMOS_PER_VIEW[1] == 3.4075 and (ttt.tasks, ttt.jobs, ttt.steps) == (4, 2, 29)
+    assert ttt.flops == pytest.approx(29 * 8 * train_row + 360 * f.eval_flops / 720)
+    fit_s = 29 * 8 * train_row / (GPUS["L4-24GB"].bf16_flops * TTT_ASSUMED_MFU)
+    seconds = fit_s + 360 / 0.02 + 2 * TTT_COMPILE_SECONDS  # compiled on CUDA by default: once per job
+    assert ttt.gpu_hours == pytest.approx(seconds / 3600)
+    assert f.gpu_hours == pytest.approx(f.train_gpu_hours + f.eval_gpu_hours + ttt.gpu_hours)
+    assert f.cost == pytest.approx(f.gpu_hours * 3.0)
+    eager = forecast_runs(_varc_config(compile=False), results)["hand"].ttt
+    assert eager.gpu_hours == pytest.approx((seconds - 2 * TTT_COMPILE_SECONDS) / 3600)
+
+
+def test_a_varc_runs_forecast_line_and_table_show_its_test_time_training(results: Path) -> None:
+    cfg = _varc_config()
+    _record(results, cfg.runs["hand"])
+    f = forecast_runs(cfg, results)["hand"]
+    line = forecast_line("hand", f)
+    assert "eval (2 x 36 rows x 10 attempts) + " in line and "TTT (4 tasks in 2 jobs, 29 steps)" in line
+    assert "GPU-h train (" in line and " + 10.0 eval + " in line and " TTT, cost " in line  # 10 GPU-h: 720 / 0.02 s
+    assert line.endswith("; TTT at an assumed 6.9%)")
+    row = forecast_table(cfg, results).set_index("run").loc["hand"]
+    assert row["ttt_gpu_hours"] == pytest.approx(f.ttt.gpu_hours) and row["ttt_flops"] == pytest.approx(f.ttt.flops)
+    assert row["forecast_gpu_hours"] == pytest.approx(f.gpu_hours)
+    # a CPU run counts the FLOPs, no GPU-hours; a run without ttt has none
+    cpu = forecast_runs(_varc_config(gpus_per_node=0, gpu=None), results)["hand"]
+    assert cpu.ttt.steps == 29 and cpu.ttt.gpu_hours == 0.0 and cpu.gpu_hours == 0.0
+    assert forecast_runs(_varc_config(ttt=None), results)["hand"].ttt is None
