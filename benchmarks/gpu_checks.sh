@@ -17,11 +17,14 @@
 # Optional, from the environment:
 #   CHECKS="bench varc tests staged"  the checks to run, in this order of phases (default: all of bench varc ttt
 #                                    tests doctor learning rehearsal staged); a 15-minute GPU lease fits about two
-#                                    calls: CHECKS="tests staged", then CHECKS="bench varc ttt"
+#                                    calls: CHECKS="varc ttt", then CHECKS="tests staged" (docs/gpu.md)
 #   BENCH_RUNS="trm-arc1 hrm-arc1"   the benchmark's runs (default trm-arc1; about 200 s per run with upstream's)
 #   BENCH_ARGS="--no-eager --no-eval --profile 3"   more arguments of benchmarks/gpu.py (--profile N: where the
 #                                    compiled step's GPU time goes, both sides)
 #   VARC_ARGS="--sides arcpipe upstream --steps 6"   more arguments of benchmarks/varc_step.py
+#   VARC_S=300                       the `varc` check's time limit (default 300 s: each side of each phase compiles
+#                                    in a process of its own, about 50-60 s each on an H200; 150 s cut the 2nd side)
+#   TTT_S=240                        the `ttt` check's time limit (default 240 s: 2 tasks of upstream's recipe)
 #   VARC_TIMM=DIR                    a folder holding timm (upstream VARC needs its PatchEmbed; `pip install --target
 #                                    DIR timm==1.0.12 --no-deps`), when the machine's Python has none
 #   ADAM_ATAN2_SDIST=PATH            adam-atan2's source archive (with a setuptools_scm wheel importable): built
@@ -93,11 +96,11 @@ if want bench; then
 fi
 if want varc && [ -d "$upstream/varc" ]; then
     # shellcheck disable=SC2086  # VARC_ARGS is a list
-    step varc-bench "$bench_s" python3 benchmarks/varc_step.py --varc "$upstream/varc" ${timm:+--timm "$timm"} \
+    step varc-bench "${VARC_S:-300}" python3 benchmarks/varc_step.py --varc "$upstream/varc" ${timm:+--timm "$timm"} \
         --preset arc --device cuda --compile --steps 10 ${VARC_ARGS:-}
 fi
 if want ttt; then  # one task's test-time training, the published VARC-ViT and upstream's recipe (100 epochs)
-    step ttt "$bench_s" python3 benchmarks/ttt_task.py --preset arc --device cuda --tasks 2 --epochs 100
+    step ttt "${TTT_S:-240}" python3 benchmarks/ttt_task.py --preset arc --device cuda --tasks 2 --epochs 100
 fi
 ! $alone || rehearsals
 if want tests; then
