@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 # keys of JSON objects and CSV columns that hold a time or a figure computed from one
-TIMED = re.compile(r"(seconds|_s|time|per_s|hours|cost)$")
+TIMED = re.compile(r"(seconds|_s|time|per_s|hours|cost)(_per_task)?$")  # ttt/seconds_per_task: a VARC run's
 # report files that print timed columns inside text (their CSV twin is fingerprinted without those columns)
 TIMED_TEXT = {"summary.md", "summary.html"}
 PATTERNS = (
