@@ -12,7 +12,8 @@ fit's seconds, steps and steps/s, the answers' seconds, and their sum (the wall 
 for the job: wall time, peak RSS and, on CUDA, peak GPU memory.
 
 Steps are compiled as a run's are (on CUDA unless --no-compile; on CPU only with --compile), once per job: the first
-task's fit holds the compilation, the next tasks' show the compiled steps alone (the GPU check runs 2 tasks).
+task's fit holds the compilation, the next tasks' show the compiled steps alone (the GPU check runs 2 tasks), and
+the compilation is printed: the first fit less its steps at the later tasks' rate.
 
 The baseline, in the same invocation and process: the bare training step, `head.step` + backward + clip + AdamW on
 one batch of the first task's demonstrations (compiled when the job's were), timed --baseline-steps times after 2
@@ -126,6 +127,12 @@ def run(args: argparse.Namespace, work: Path) -> None:
     print(f"job: {job_s:.1f} s for {len(summary['tasks'])} tasks (model loads included), peak RSS {rss:.2f} GiB"
           f"{memory}; baseline: the bare {summary['model_step']} step {bare * 1000:.1f} ms (median of "
           f"{args.baseline_steps})")  # fmt: skip
+    stats = list(summary["stats"].values())
+    if summary["model_step"] == "compiled" and len(stats) > 1:
+        first, later = stats[0], stats[1:]
+        rate = sum(s["seconds"] for s in later) / sum(s["steps"] for s in later)  # seconds per step, compiled
+        print(f"compilation: about {first['seconds'] - first['steps'] * rate:.1f} s (the first task's fit less its "
+              f"{first['steps']} steps at the later tasks' {rate * 1000:.1f} ms a step)")  # fmt: skip
 
 
 def bare_step_seconds(
