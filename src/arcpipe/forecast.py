@@ -504,7 +504,8 @@ def halving_line(cfg: WorkflowConfig, sweep: str, arms: dict[str, list[str]], re
     halving = cfg.sweeps[sweep].halving
     assert halving is not None, sweep
     epochs = cfg.runs[cfg.arms_of(sweep)[0]].epochs  # halving refuses grids that move epochs: every arm's
-    sizes = {n: data_size(n, cfg.datasets[n], results) for n in {cfg.runs[r].dataset for r in cfg.arms_of(sweep)}}
+    used = {n for r in cfg.arms_of(sweep) for n in (cfg.runs[r].dataset, cfg.runs[r].answered_dataset)}
+    sizes = {n: data_size(n, cfg.datasets[n], results) for n in used}
 
     def to(names: list[str], end: int) -> tuple[float, float]:
         """GPU-hours and cost of an arm's runs, each trained and evaluated to epoch `end`."""
@@ -512,7 +513,8 @@ def halving_line(cfg: WorkflowConfig, sweep: str, arms: dict[str, list[str]], re
         for name in names:
             run = cfg.runs[name]
             outcome = trained_to(cfg, run, end)
-            f = forecast_run(cfg, name, sizes[run.dataset], doctor_throughput(results, name, run), outcome)
+            measured = doctor_throughput(results, name, run)
+            f = forecast_run(cfg, name, sizes[run.dataset], measured, outcome, answered=sizes[run.answered_dataset])
             hours, cost = hours + f.gpu_hours, cost + f.cost
         return hours, cost
 
