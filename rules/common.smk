@@ -19,6 +19,7 @@ from arcpipe.jobs import (
     device_flag,
     evaluation_launch,
     evaluation_resources,
+    ttt_resources,
     preflight_resources,
 )
 from arcpipe.launch import job_resources
@@ -526,6 +527,19 @@ def eval_resource(name):
         ]
 
     lookup.__name__ = f"eval_{name}_for_run"
+    return lookup
+
+
+def ttt_resource(name):
+    """A resource of a run's test-time-training job (arcpipe.jobs.ttt_resources): one GPU at most, and a time
+    limit that covers its share of the test-time training."""
+
+    def lookup(wildcards):
+        return ttt_resources(
+            CFG, wildcards.run, Path(dataset_dir_for_run(wildcards)), Path("results")
+        )[name]
+
+    lookup.__name__ = f"ttt_{name}_for_run"
     return lookup
 
 

@@ -68,10 +68,10 @@ rule ttt_job:
     # a step is 8 rows: on a CPU one thread does it in ~50 ms, eight threads on two cores took 1-2 s
     threads: 1
     resources:
-        gpu=eval_resource("gpu"),
-        mem_mb=eval_resource("mem_mb"),
-        shm_mb=eval_resource("shm_mb"),
-        runtime=eval_resource("runtime"),
+        gpu=ttt_resource("gpu"),  # one at most: a job fits and answers on one device
+        mem_mb=ttt_resource("mem_mb"),
+        shm_mb=ttt_resource("shm_mb"),
+        runtime=ttt_resource("runtime"),  # covers its share of the test-time training (arcpipe.jobs)
     params:
         data=ttt_dataset_dir,
         device=eval_device,

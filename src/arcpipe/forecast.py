@@ -271,7 +271,9 @@ def forecast_run(
         eval_gpu_h = pass_rows / throughput.eval_examples_per_s / 3600 if run.evaluation_gpus else 0.0
     ttt = None
     if run.ttt is not None and outcome.epochs > 0:  # it follows the last checkpoint: none when nothing trains
-        ttt = ttt_forecast(cfg, name, answered or data, train_row, eval_row, throughput, gpu)
+        # its jobs take the evaluation's GPUs (one at most): none, and they spend no GPU-hours
+        on_gpu = throughput if run.evaluation_gpus else None
+        ttt = ttt_forecast(cfg, name, answered or data, train_row, eval_row, on_gpu, gpu)
     return Forecast(
         steps=steps,
         train_examples=train_examples,

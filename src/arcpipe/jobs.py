@@ -8,7 +8,9 @@ Snakefile calls them at plan time, so nothing here imports torch.
 Rules of thumb, each a documented default a run can override (docs/configuration.md, "Per-run resources"):
 * evaluation and preflight run on GPUs whenever the run trains on GPUs: `eval_gpus` (default 1) and 1 GPU;
 * the evaluation's time limit grows with the test split: rows x ACT steps at a conservative rate per GPU
-  (EVAL_ROW_STEPS_PER_S), times a safety factor, plus start-up; `eval_runtime_minutes` overrides it.
+  (EVAL_ROW_STEPS_PER_S), times a safety factor, plus start-up; `eval_runtime_minutes` overrides it;
+* a test-time-training job (`ttt:`) gets one GPU at most, and a limit that covers its share of the forecast's
+  test-time training too (`ttt_resources`).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import json
 import math
 from pathlib import Path
 
-from arcpipe.config import DatasetConfig, RunConfig
+from arcpipe.config import DatasetConfig, RunConfig, WorkflowConfig
 
 # test rows x ACT steps per second: one GPU (deliberately low for a 512-wide TRM/URM at 16 steps), one CPU job
 EVAL_ROW_STEPS_PER_S = {"gpu": 1000.0, "cpu": 20.0}
@@ -58,6 +60,31 @@ def evaluation_resources(run: RunConfig, dataset: DatasetConfig, dataset_dir: Pa
         "shm_mb": 2000,
         "runtime": evaluation_runtime(run, test_rows(dataset, dataset_dir)),
     }
+
+
+def ttt_resources(cfg: WorkflowConfig, name: str, dataset_dir: Path, results: Path) -> dict[str, int]:
+    """A test-time-training job of run `name` (eval/ttt.py): an evaluation's resources, but one GPU at most (a job
+    fits and answers on one device), and a time limit that also covers the job's share of the run's test-time
+    training: the forecast's (forecast.ttt_forecast: its fits, answers and compilation) x EVAL_SAFETY, plus start-up.
+    `eval_runtime_minutes` overrides it, as for an evaluation; on CPUs the evaluation's limit stands."""
+    from arcpipe import forecast  # the TTT cost model; forecast is a layer below this module
+
+    run = cfg.runs[name]
+    resources = evaluation_resources(run, cfg.datasets[run.dataset], dataset_dir)
+    gpus = min(resources["gpu"], 1)
+    resources.update(gpu=gpus, mem_mb=16000 + 8000 * gpus)
+    if run.ttt is not None and run.eval_runtime_minutes is None and gpus and not run.simulate_gpus:
+        bill = forecast.forecast_run(
+            cfg,
+            name,
+            forecast.data_size(run.dataset, cfg.datasets[run.dataset], results),
+            forecast.doctor_throughput(results, name, run),
+            answered=forecast.data_size(run.answered_dataset, cfg.datasets[run.answered_dataset], results),
+        ).ttt
+        assert bill is not None, name
+        minutes = bill.gpu_hours * 60 / bill.jobs
+        resources["runtime"] = max(resources["runtime"], EVAL_STARTUP_MIN + math.ceil(EVAL_SAFETY * minutes))
+    return resources
 
 
 def preflight_resources(run: RunConfig) -> dict[str, int]:

@@ -1,6 +1,7 @@
 """The forecast of `arcpipe config check`: steps, examples, FLOPs, GPU-hours and cost of a run, computed by hand."""
 
 import json
+import math
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -279,3 +280,30 @@ def test_a_varc_runs_forecast_line_and_table_show_its_test_time_training(results
     cpu = forecast_runs(_varc_config(gpus_per_node=0, gpu=None), results)["hand"]
     assert cpu.ttt.steps == 29 and cpu.ttt.gpu_hours == 0.0 and cpu.gpu_hours == 0.0
     assert forecast_runs(_varc_config(ttt=None), results)["hand"].ttt is None
+
+
+def test_a_test_time_training_job_asks_for_one_gpu_and_time_for_its_share(results: Path) -> None:
+    from arcpipe.jobs import EVAL_SAFETY, EVAL_STARTUP_MIN, evaluation_resources, ttt_resources
+
+    # a long recipe: the job's share of the test-time training outlasts an evaluation's limit
+    cfg = _varc_config(eval_gpus=4, ttt={"epochs": 20_000, "batch_size": 8, "jobs": 2})
+    run, data = cfg.runs["hand"], results / "data" / "tiny"
+    evaluation = evaluation_resources(run, cfg.datasets["tiny"], data)
+    ttt = ttt_resources(cfg, "hand", data, results)
+    bill = forecast_runs(cfg, results)["hand"].ttt
+    assert (evaluation["gpu"], ttt["gpu"], ttt["mem_mb"]) == (4, 1, 24_000)  # a job fits on one device
+    share = EVAL_STARTUP_MIN + math.ceil(EVAL_SAFETY * bill.gpu_hours * 60 / bill.jobs)
+    assert ttt["runtime"] == share > evaluation["runtime"]
+    # a short one: never less than its evaluation's limit; eval_runtime_minutes overrides both
+    short = _varc_config()
+    own = evaluation_resources(short.runs["hand"], short.datasets["tiny"], data)["runtime"]
+    bill = forecast_runs(short, results)["hand"].ttt
+    share = EVAL_STARTUP_MIN + math.ceil(EVAL_SAFETY * bill.gpu_hours * 60 / bill.jobs)
+    assert ttt_resources(short, "hand", data, results)["runtime"] == max(own, share)
+    assert ttt_resources(_varc_config(eval_runtime_minutes=7, ttt=cfg.runs["hand"].ttt.model_dump()), "hand", data,
+                         results)["runtime"] == 7  # fmt: skip
+
+
+def test_test_time_training_on_cpu_jobs_spends_no_gpu_hours(results: Path) -> None:
+    f = forecast_runs(_varc_config(eval_gpus=0), results)["hand"]  # training on GPUs, evaluations on CPUs
+    assert f.ttt.steps == 29 and f.ttt.gpu_hours == 0.0 and f.eval_gpu_hours == 0.0
