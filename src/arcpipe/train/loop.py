@@ -193,33 +193,26 @@ class Trainer:
     # ------------------------------------------------------------------------------------------------------------
     # the stepping API (train_until drives it; benchmarks and notebooks may too): resume, train_step, save_boundary
 
-    def train_step(self, plan: Any, wandb: WandbMirror | None = None) -> dict[str, float]:
-        """One optimizer step on batch `position.batch` of `plan` (train/sampler.plan_pass); returns its metrics."""
-        run, env = self.run, self.env
+    def train_step(
+        self, plan: Any, wandb: WandbMirror | None = None, batches: list[dict[str, torch.Tensor]] | None = None
+    ) -> dict[str, float]:
+        """One optimizer step on batch `position.batch` of `plan` (train/sampler.plan_pass); returns its metrics.
+
+        `batches` (one dict per micro-batch slot of this rank, as `draw` makes them) replaces the sampler's draw:
+        a replay of the batches another trainer drew (tests/unit/train/test_trainer_parity.py).
+        """
+        run = self.run
         t0 = time.perf_counter()
-        examples, puzzles = batch_rows(
-            self.split, plan, self.position.batch, run.global_batch_size, run.seed, self.position.pass_index
-        )
+        if batches is None:
+            batches = self.draw(plan, self.position.batch, self.position.step + 1)
+        if len(batches) != self.slots:
+            raise ValueError(f"train_step: {len(batches)} batches for {self.slots} micro-batch slot(s)")
         self.position.batch += 1
         self.position.step += 1
         step = self.position.step
-        micro = run.micro_batch
         sums: dict[str, torch.Tensor] = {}
         data_wait = time.perf_counter() - t0
-        for slot in range(self.slots):
-            lo = (env.rank * self.slots + slot) * micro
-            rows = np.arange(lo, lo + micro)
-            t1 = time.perf_counter()
-            batch = {
-                k: torch.from_numpy(v).to(self.device, non_blocking=True)
-                for k, v in collate(self.split, examples[rows], puzzles[rows]).items()
-            }
-            batch["halt_min_steps"] = torch.from_numpy(
-                halt_min_steps(run.seed, step, rows, self.arch_cfg_exploration, self.head.model.max_steps)
-            ).to(self.device)
-            if getattr(self.head, "draws_per_row", 0):  # a canvas model: each row's placement (sampler.canvas_draws)
-                batch["canvas_draws"] = torch.from_numpy(canvas_draws(run.seed, step, rows)).to(self.device)
-            data_wait += time.perf_counter() - t1
+        for slot, batch in enumerate(batches):
             if self.carries[slot] is None:
                 self.carries[slot] = self.head.initial_carry(batch)
             carry, loss, metrics, _ = self.step_fn(self.carries[slot], batch)
@@ -227,7 +220,7 @@ class Trainer:
             (loss / run.global_batch_size).backward()
             for k, v in metrics.items():
                 sums[k] = sums.get(k, 0) + v.detach().float()
-        distributed.all_reduce_grads(self.head, env)
+        distributed.all_reduce_grads(self.head, self.env)
         if run.grad_clip is not None:  # the norm of the summed gradient, as every rank holds it; no host sync
             torch.nn.utils.clip_grad_norm_([p for p in self.head.parameters() if p.grad is not None], run.grad_clip)
         lr_factor = lr_at(step, 1.0, run.lr_warmup_steps, self.total_steps, run.lr_min_ratio)
@@ -246,6 +239,31 @@ class Trainer:
         if wandb is not None:
             wandb.log(record, step)
         return record
+
+    def draw(self, plan: Any, batch_index: int, step: int) -> list[dict[str, torch.Tensor]]:
+        """This rank's micro-batches of global batch `batch_index` of `plan`, for optimizer step `step`, on the
+        device: the rows (sampler.batch_rows, collate), each row's halting exploration and a canvas model's
+        placement draws."""
+        run, env = self.run, self.env
+        examples, puzzles = batch_rows(
+            self.split, plan, batch_index, run.global_batch_size, run.seed, self.position.pass_index
+        )
+        micro = run.micro_batch
+        out = []
+        for slot in range(self.slots):
+            lo = (env.rank * self.slots + slot) * micro
+            rows = np.arange(lo, lo + micro)
+            batch = {
+                k: torch.from_numpy(v).to(self.device, non_blocking=True)
+                for k, v in collate(self.split, examples[rows], puzzles[rows]).items()
+            }
+            batch["halt_min_steps"] = torch.from_numpy(
+                halt_min_steps(run.seed, step, rows, self.arch_cfg_exploration, self.head.model.max_steps)
+            ).to(self.device)
+            if getattr(self.head, "draws_per_row", 0):  # a canvas model: each row's placement (sampler.canvas_draws)
+                batch["canvas_draws"] = torch.from_numpy(canvas_draws(run.seed, step, rows)).to(self.device)
+            out.append(batch)
+        return out
 
     @property
     def arch_cfg_exploration(self) -> float:
