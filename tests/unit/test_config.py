@@ -182,6 +182,31 @@ def test_the_snakefile_stops_with_one_line_per_problem_naming_its_sources():
     assert workflow_config(SHIPPED, ["config/config.yaml"], [], {}).runs_for("smoke") == ["smoke-trm", "smoke-varc"]
 
 
+def test_a_key_given_twice_is_refused_naming_both_lines(tmp_path, capsys):
+    """YAML keeps the last of two equal keys; two runs (or datasets, sweeps) of one name would silently be one."""
+    text = (ROOT / "config/config.yaml").read_text()
+    twice = text.replace("runs:\n", "runs:\n  smoke-trm:\n    dataset: smoke\n    arch: hrm\n", 1)
+    first_line = twice.splitlines().index("  smoke-trm:") + 1
+    again = twice.splitlines().index("  smoke-trm:", first_line) + 1
+    bad = tmp_path / "twice.yaml"
+    bad.write_text(twice)
+    assert yaml.safe_load(twice)["runs"]["smoke-trm"]["arch"] == "trm"  # what plain YAML would have kept, silently
+    assert main(["config", "check", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"arcpipe: error: {bad}: key 'smoke-trm' is given twice, at line {first_line} and line {again}; "
+        "YAML would keep only the second: rename one or merge them\n"
+    )
+    with pytest.raises(SystemExit, match=f"key 'smoke-trm' is given twice, at line {first_line}"):
+        workflow_config(yaml.safe_load(twice), [bad], [bad], {})
+    # a merge key's fields may be overridden (config/rehearsal.yaml does): not a duplicate
+    merged = tmp_path / "merged.yaml"
+    merged.write_text("base: &b {x: 1, y: 2}\nruns:\n  r:\n    <<: *b\n    x: 3\n")
+    from arcpipe.config import read_config_yaml
+
+    assert read_config_yaml(merged)["runs"]["r"] == {"x": 3, "y": 2}
+
+
 BAD_RUNS = {  # the mistakes a new user makes, each caught before any compute
     "unknown preset": ({"preset": "tine"}, "runs.smoke-trm.preset='tine'"),
     "unknown arch field": ({"arch_overrides": {"H_cycle": 2}}, "runs.smoke-trm.arch_overrides.H_cycle=2"),

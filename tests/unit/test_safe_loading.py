@@ -163,7 +163,7 @@ def test_votes_with_an_object_array_are_refused(tmp_path: Path, marker: Path) ->
 def test_evaluation_config_with_a_python_tag_is_refused(tmp_path: Path, marker: Path) -> None:
     path = tmp_path / "config.yaml"
     path.write_text(f"evaluation: !!python/object/apply:exec [\"open('{marker}', 'w').write('ran')\"]\n")
-    with pytest.raises(ArcpipeError, match=r"cannot read config \(tag .*python/object/apply:exec.* refused") as err:
+    with pytest.raises(ArcpipeError, match=r"not valid YAML \(tag .*python/object/apply:exec.* refused") as err:
         load_evaluation_config(path)
     _refused(err, path, "remove the tag")
     assert not marker.exists()

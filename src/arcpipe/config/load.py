@@ -35,13 +35,7 @@ def load_configs(paths: Sequence[str | Path]) -> WorkflowConfig:
 
 def load_evaluation_config(path: str | Path) -> EvaluationConfig:
     """The `evaluation:` section of a workflow or resolved run config (defaults where it has none)."""
-    path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError) as err:
-        problem = yaml_problem(err) if isinstance(err, yaml.YAMLError) else err.strerror
-        raise ArcpipeError(f"{path}: cannot read config ({problem})") from None
-    return evaluation_config_from(raw, str(path))
+    return evaluation_config_from(read_config_yaml(path) or {}, str(path))
 
 
 def evaluation_config_from(raw: dict, source: str) -> EvaluationConfig:
@@ -53,14 +47,42 @@ def evaluation_config_from(raw: dict, source: str) -> EvaluationConfig:
 
 
 def read_config_yaml(path: str | Path) -> Any:
-    """A config file's YAML, unvalidated; errors name the file."""
+    """A config file's YAML, unvalidated; errors name the file. A key given twice in one mapping is refused (plain
+    YAML keeps the last one silently: two runs of one name would be one run)."""
     path = Path(path)
     try:
-        return yaml.safe_load(path.read_text())
+        return yaml.load(path.read_text(), Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
     except OSError as err:
         raise ArcpipeError(f"{path}: cannot read config ({err.strerror})") from None
+    except _DuplicateKey as err:
+        raise ArcpipeError(f"{path}: {err}") from None
     except yaml.YAMLError as err:
         raise ArcpipeError(f"{path}: not valid YAML ({yaml_problem(err)})") from None
+
+
+class _DuplicateKey(Exception):
+    pass
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """safe_load's loader, refusing a mapping that names a key twice."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *anchor`: its keys may be overridden here
+                continue
+            key = self.construct_object(key_node, deep=True)
+            if not isinstance(key, (str, int, float, bool)):
+                continue
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                raise _DuplicateKey(
+                    f"key {key!r} is given twice, at line {seen[key]} and line {line}; YAML would keep only the "
+                    "second: rename one or merge them"
+                )
+            seen[key] = line
+        return super().construct_mapping(node, deep=deep)
 
 
 def yaml_problem(err: yaml.YAMLError) -> str:
@@ -100,6 +122,9 @@ def workflow_config(
     files = [path for path in configfiles if path not in cli_files] + cli_files
     source = " + ".join([*dict.fromkeys(map(_shown, files)), *(["--config"] if cli_config else [])]) or "config"
     try:
+        for path in dict.fromkeys(files):  # Snakemake's own reading keeps a duplicate key's last value silently
+            if Path(path).is_file():
+                read_config_yaml(path)
         return validate_config(dict(config), source)
     except ArcpipeError as err:
         raise SystemExit(str(err)) from None
