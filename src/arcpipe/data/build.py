@@ -1,4 +1,5 @@
-"""Build an augmented ARC dataset in upstream's on-disk format (upstream.md section 1), fast and in bounded memory.
+"""Build an augmented ARC dataset in upstream's on-disk format (docs/reference/upstream-recursive.md 1), fast and in
+bounded memory.
 
     arcpipe data build --config config/config.yaml --dataset smoke --output-dir results/data/smoke
 

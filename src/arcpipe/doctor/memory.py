@@ -46,10 +46,10 @@ CONTEXT_BYTES = 1.5 * 2**30  # CUDA context, cuBLAS and attention workspaces, al
 TABLE = Path(__file__).with_name("memory_table.json")  # run_memory's shipped figures
 ARC_SEQ_LEN, ARC_VOCAB = 900, 12  # every arcpipe dataset: 30 x 30 canvas, PAD EOS and 10 colours
 
-# TRM's README: trm-arc2 (722,098 steps of 768 rows, upstream.md 1.11 and 6) took about 3 days on 4 x H100. At
-# 3.98e11 FLOPs per row-step (trm/arc, models.flops) that is 2.2e20 FLOPs in 4 x 72 h at 989 TFLOP/s: 21.5% of the
-# bf16 peak. Upstream's 3 days include its 10 evaluations (3% more FLOPs), and the README gives the same 3 days for
-# ARC-AGI-1's 518,226 steps (15.5%): a forecast from it can be that much short, never padded.
+# TRM's README: trm-arc2 (722,098 steps of 768 rows, docs/reference/upstream-recursive.md 2.4 and 11.2) took about 3
+# days on 4 x H100. At 3.98e11 FLOPs per row-step (trm/arc, models.flops) that is 2.2e20 FLOPs in 4 x 72 h at 989
+# TFLOP/s: 21.5% of the bf16 peak. Upstream's 3 days include its 10 evaluations (3% more FLOPs), and the README gives
+# the same 3 days for ARC-AGI-1's 518,226 steps (15.5%): a forecast from it can be that much short, never padded.
 ASSUMED_MFU = 0.215
 MFU_SOURCE = "TRM README's ~3 days on 4 x H100 for trm-arc2"
 

@@ -2,13 +2,14 @@
 
 The bottom of eval/: every stage uses these helpers and this module imports none of them.
 
-Upstream's evaluator (upstream.md 5.2) crops and inverts one row at a time in Python; here every step runs over
-the whole prediction set: `crop_shapes` finds each row's crop, `invert_crops` writes the de-augmented grids of the
-chosen rows into one flat buffer (`Grids`), `Grids.hashes` keys them, and `match_grids` finds each row's grid
-among a few candidates with an exact cell-by-cell comparison (the hash only narrows the search). `grid_keys`
-gives each grid a 128-bit key instead, for the per-step answers that are kept only as keys (infer.CandidateKeys).
+Upstream's evaluator (docs/reference/upstream-recursive.md 10.2) crops and inverts one row at a time in Python; here
+every step runs over the whole prediction set: `crop_shapes` finds each row's crop, `invert_crops` writes the
+de-augmented grids of the chosen rows into one flat buffer (`Grids`), `Grids.hashes` keys them, and `match_grids` finds
+each row's grid among a few candidates with an exact cell-by-cell comparison (the hash only narrows the search).
+`grid_keys` gives each grid a 128-bit key instead, for the per-step answers that are kept only as keys
+(infer.CandidateKeys).
 
-Tokens: PAD 0, EOS 1, colour c is token c + 2 (upstream.md 1.6).
+Tokens: PAD 0, EOS 1, colour c is token c + 2 (docs/reference/upstream-recursive.md 1.6).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ SEQ_LEN = CANVAS * CANVAS
 PAD, EOS, COLOUR_OFFSET = 0, 1, 2
 NUM_COLOURS = 10
 VOCAB_SIZE = COLOUR_OFFSET + NUM_COLOURS
-# dihedral id -> the id that undoes it (numpy semantics, upstream.md 1.8)
+# dihedral id -> the id that undoes it (numpy semantics, docs/reference/upstream-recursive.md 1.8)
 DIHEDRAL_INVERSE = np.array([0, 3, 2, 1, 4, 5, 6, 7], dtype=np.int8)
 KEY_BYTES = 16  # a grid key (`grid_keys`): two int64
 
@@ -89,7 +90,7 @@ class Grids:
 
 
 def crop(canvas: np.ndarray) -> Grid:
-    """One canvas (900,) or (30, 30) of tokens -> its grid: upstream's crop of upstream.md 5.2."""
+    """A canvas (900,) or (30, 30) of tokens -> its grid: upstream's crop, docs/reference/upstream-recursive.md 10.2."""
     tokens = np.ascontiguousarray(canvas, dtype=np.uint8).reshape(SEQ_LEN)
     rows, cols = _crop_shape(tokens)
     return (tokens.reshape(CANVAS, CANVAS)[:rows, :cols] - COLOUR_OFFSET).astype(np.uint8)
@@ -99,8 +100,8 @@ def crop_shapes(tokens: np.ndarray) -> np.ndarray:
     """(N, 900) uint8 tokens -> (N, 2) int32 crop shapes.
 
     The crop is the largest top-left rectangle free of non-colour tokens, found row by row with a column bound that
-    only shrinks (upstream.md 5.2): a canvas whose first cell is PAD or EOS crops to the empty (0, 0) grid, and of
-    two rectangles with the same area the one with fewer rows wins.
+    only shrinks (docs/reference/upstream-recursive.md 10.2): a canvas whose first cell is PAD or EOS crops to the empty
+    (0, 0) grid, and of two rectangles with the same area the one with fewer rows wins.
     """
     assert tokens.dtype == np.uint8 and tokens.ndim == 2 and tokens.shape[1] == SEQ_LEN, tokens.shape
     return _crop_shapes(tokens)
@@ -117,7 +118,8 @@ def invert_crops(
 
     tokens: (N, 900) uint8; rows: (R,) int64 indices into tokens; shapes: (N, 2) from `crop_shapes`;
     tids: (N,) int8 dihedral id each row was augmented with; colour_inverse: (N, 10) uint8, augmented colour ->
-    original colour. The dihedral transform is undone first, then the colours (upstream.md 1.8).
+    original colour. The dihedral transform is undone first, then the colours (docs/reference/upstream-recursive.md
+    1.8).
     """
     rows = np.asarray(rows, dtype=np.int64)
     out_shapes = shapes[rows].copy()

@@ -5,10 +5,10 @@
 Every row runs the full halt_max_steps (eval mode: halting before it happens only in training, as upstream), so
 the loop runs exactly that many ACT steps without reading the halted flags on the host after each one (they are
 checked once, at the end); in batches, under `torch.no_grad()`: tensors made here are
-ordinary tensors, so nothing from an evaluation can break a later in-place update in training (upstream.md 5.7,
-item 2). Under torchrun each rank takes a contiguous shard of the rows; rank 0 gathers the answers in global row
-order, so the result does not depend on the number of processes. A single process needs no process group
-(upstream.md 5.7, item 1).
+ordinary tensors, so nothing from an evaluation can break a later in-place update in training
+(docs/reference/upstream-recursive.md 10.8, item 2). Under torchrun each rank takes a contiguous shard of the rows; rank
+0 gathers the answers in global row order, so the result does not depend on the number of processes. A single process
+needs no process group (docs/reference/upstream-recursive.md 10.8, item 1).
 
 pass@K against depth needs every row's answer after every ACT step. Keeping the tokens takes rows x steps x 900
 bytes: 5.6 GB for the ~386k rows x 16 steps of the ARC-AGI-1 aug-1000 test split, on every process (the torchrun

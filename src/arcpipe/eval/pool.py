@@ -1,4 +1,5 @@
-"""Votes pooled over a run's checkpoints (upstream's aggregated voting, upstream.md 5.4), from their votes.npz.
+"""Votes pooled over a run's checkpoints (upstream's aggregated voting, docs/reference/upstream-recursive.md 10.4), from
+their votes.npz.
 
     write_pooled_last(["results/eval/R/epoch_8/votes.npz", ...], "results/eval/R/pooled_last2/metrics.json", ks)
     write_pooled_evaluation([votes of each run], "results/eval/E/ensemble", ks, info)   # an ensemble of runs

@@ -1,8 +1,9 @@
 """What the stages are told about the puzzles: the names of the puzzle ids, and the ground truth of the test pairs.
 
 Below every stage (imports only grids.py). A row's puzzle id names its puzzle in identifiers.json; the name gives
-the task and the augmentation to undo (`parse_identifiers`, upstream.md 1.8). test_puzzles.json gives, per task,
-the test inputs and their true outputs (`load_test_puzzles` -> `TestPuzzles`, upstream.md 1.5).
+the task and the augmentation to undo (`parse_identifiers`, docs/reference/upstream-recursive.md 1.8). test_puzzles.json
+gives, per task, the test inputs and their true outputs (`load_test_puzzles` -> `TestPuzzles`,
+docs/reference/upstream-recursive.md 1.5).
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ import numpy as np
 from arcpipe.config import ArcpipeError
 from arcpipe.eval.grids import CANVAS, Grids
 
-SEPARATOR = "|||"  # TRM/URM name grammar: "<task>|||t<tid>|||<10 colour digits>" (upstream.md 1.8)
+# TRM/URM name grammar: "<task>|||t<tid>|||<10 colour digits>" (docs/reference/upstream-recursive.md 1.8)
+SEPARATOR = "|||"
 
 
 @dataclass(frozen=True)
@@ -81,7 +83,8 @@ class TestPuzzles:
 
 
 def load_test_puzzles(path: str | Path) -> TestPuzzles:
-    """Read test_puzzles.json (upstream.md 1.5), or any ARC challenges file with optional "output" per test pair."""
+    """Read test_puzzles.json (docs/reference/upstream-recursive.md 1.5), or any ARC challenges file with optional
+    "output" per test pair."""
     path = Path(path)
     try:
         raw = json.loads(path.read_text())
@@ -158,7 +161,8 @@ def parse_identifiers(names: Sequence[str]) -> tuple[list[str], np.ndarray, np.n
     """Puzzle names -> (task names, (U,) int8 dihedral ids, (U, 10) uint8 augmented -> original colour).
 
     A name without "|||" is an original task (identity). Otherwise the first field is the task and the last two
-    are "t<tid>" and the 10 colour digits, where digit c is the new colour of original colour c (upstream.md 1.8).
+    are "t<tid>" and the 10 colour digits, where digit c is the new colour of original colour c
+    (docs/reference/upstream-recursive.md 1.8).
     """
     # the builder's names end in the fixed-width "|||t<d>|||<10 digits>": read every name's last 18 characters
     # out of one joined buffer as a (U, 18) array; for a shorter name the window holds a newline and fails

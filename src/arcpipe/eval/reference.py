@@ -1,8 +1,8 @@
 """A straightforward per-prediction Python evaluator: the readable specification the fast path is tested against.
 
-It follows upstream.md 5.2-5.3 step by step (one row at a time, sha256 grid keys, a dict of votes, a stable sort on
-(votes, mean q)). It is slow (about 20 s for the 386k predictions of ARC-AGI-1 aug-1000) and is used only by the
-tests and by benchmarks/evaluate.py as the baseline.
+It follows docs/reference/upstream-recursive.md 10.2-10.3 step by step (one row at a time, sha256 grid keys, a dict of
+votes, a stable sort on (votes, mean q)). It is slow (about 20 s for the 386k predictions of ARC-AGI-1 aug-1000) and is
+used only by the tests and by benchmarks/evaluate.py as the baseline.
 """
 
 from __future__ import annotations

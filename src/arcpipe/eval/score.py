@@ -1,8 +1,8 @@
 """Stage 3 of an evaluation, score: ranked candidates -> pass@K, each test pair's label rank, each task's score.
 
-pass@K (upstream.md 5.3): a test pair is solved at K when its true output is among its K best candidates; a task
-scores the fraction of its test pairs solved (fractional credit); pass@K is the mean over every task of
-test_puzzles.json, so a pair without any prediction counts as wrong.
+pass@K (docs/reference/upstream-recursive.md 10.3): a test pair is solved at K when its true output is among its K best
+candidates; a task scores the fraction of its test pairs solved (fractional credit); pass@K is the mean over every task
+of test_puzzles.json, so a pair without any prediction counts as wrong.
 
 Cell accuracy, the dense companion of pass@K (for stop rules and halving rungs early in training, when every arm
 still scores pass@2 = 0): per test pair, the share of the true output's cells that the best candidate (attempt 1)

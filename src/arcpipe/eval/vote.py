@@ -1,9 +1,9 @@
 """Stage 2 of an evaluation, vote: the answers of every view -> ranked candidates per test input (`Votes`).
 
-Upstream semantics (upstream.md 5.2-5.5): a row's puzzle name gives its task and augmentation; the cropped, de-augmented
-*input* says which test input of the task it answers (a row whose input matches none is unused); the cropped,
-de-augmented *prediction* is a candidate. Candidates are ranked by vote count, then mean sigmoid(q_halt) (float64),
-then first-seen order (global example index).
+Upstream semantics (docs/reference/upstream-recursive.md 10.2-10.5): a row's puzzle name gives its task and
+augmentation; the cropped, de-augmented *input* says which test input of the task it answers (a row whose input
+matches none is unused); the cropped, de-augmented *prediction* is a candidate. Candidates are ranked by vote count,
+then mean sigmoid(q_halt) (float64), then first-seen order (global example index).
 
     votes = vote(inputs, preds, puzzle_identifiers, q_halt_logits, identifiers, test)         # the last ACT step
     by_step = vote_by_depth(inputs, step_keys, step_q_halt, puzzle_identifiers, identifiers, test)  # every step
@@ -146,7 +146,8 @@ def vote_by_depth(
 
 
 def pool(votes: Sequence[Votes], num_pairs: int) -> Votes:
-    """The votes of several evaluations of the same test pairs pooled (upstream's aggregated voting, upstream.md 5.4).
+    """The votes of several evaluations of the same test pairs pooled (upstream's aggregated voting,
+    docs/reference/upstream-recursive.md 10.4).
 
     Per test input, equal candidates' counts are summed and their q sums added; the mean q is the pooled sum over
     the pooled count; full ties go to the candidate seen first, taking the evaluations in the order given and

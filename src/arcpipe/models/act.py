@@ -1,8 +1,8 @@
 """The ACT wrapper shared by every model: carry, halting, exploration and HRM's bootstrapped Q target.
 
-One call is one ACT step (upstream section 3.4). Rows that halted at the previous call restart from the initial
-state with this batch's rows; the other rows keep their state, step count and *old* data, and the batch rows at
-their positions are ignored. The trainer makes one forward, backward and optimizer update per ACT step and keeps
+One call is one ACT step (docs/reference/upstream-recursive.md 5.2). Rows that halted at the previous call restart from
+the initial state with this batch's rows; the other rows keep their state, step count and *old* data, and the batch rows
+at their positions are ignored. The trainer makes one forward, backward and optimizer update per ACT step and keeps
 the carry across batches.
 
 Halting: steps >= max_steps always halts. In training (and max_steps > 1) a row also halts on the model's signal

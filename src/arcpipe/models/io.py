@@ -16,8 +16,8 @@ The weights are the *evaluated* ones: EMA parameters (when EMA is on) plus the l
 states (optim/ema.py). Tensors keep the dtype they were trained in (fp32 parameters; H_init/L_init and URM's conv
 in the forward dtype); loading casts them to the model built for the device.
 
-Upstream layouts (upstream.md 4.6): TRM and HRM save a bare state dict (`step_N`) whose keys are
-`_orig_mod.model.inner.<name>` (or `model.inner.<name>` without torch.compile); URM saves a dict with
+Upstream layouts (docs/reference/upstream-recursive.md 9.1 and 4.1): TRM and HRM save a bare state dict (`step_N`) whose
+keys are `_orig_mod.model.inner.<name>` (or `model.inner.<name>` without torch.compile); URM saves a dict with
 `model_state_dict`, `step`, optimizer and RNG states (`step_N.pt`). Import keeps tensors bit for bit, so import
 followed by export gives back the same tensors under the same keys.
 

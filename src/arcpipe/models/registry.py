@@ -3,8 +3,8 @@
     head = build_model(make_arch_config("trm", "arc", {}), vocab_size=12, seq_len=900,
                        num_puzzle_identifiers=876406, batch_size=768, device="cuda")
 
-Presets use upstream's field names and values (upstream.md sections 3 and 6): `arc` is each architecture's
-published ARC-AGI setting (TRM: L_layers=2 H_cycles=3 L_cycles=4; URM: loops=16 H_cycles=2 L_cycles=6
+Presets use upstream's field names and values (docs/reference/upstream-recursive.md 3 and 11.2): `arc` is each
+architecture's published ARC-AGI setting (TRM: L_layers=2 H_cycles=3 L_cycles=4; URM: loops=16 H_cycles=2 L_cycles=6
 num_layers=4; HRM and the transformer baseline: their yaml defaults), `default` is the upstream yaml where it
 differs, and `tiny` (1 cycle, 2 ACT steps, hidden 64) is for CPU smoke runs. ARC-AGI-2 uses the same
 architectures; URM's ARC-AGI-2 recipe differs only in the optimizer (the run's `optimizer: muon`).

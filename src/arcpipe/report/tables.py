@@ -35,7 +35,7 @@ class Published:
     source: str
 
 
-# upstream.md section 6; URM's figures are pass@1, HRM's and TRM's pass@2: not directly comparable
+# docs/reference/upstream-recursive.md 11.1; URM's figures are pass@1, HRM's and TRM's pass@2: not directly comparable
 PUBLISHED: dict[tuple[str, str], Published] = {
     ("hrm", "ARC-AGI-1"): Published(40.3, "pass@2", "HRM paper"),
     ("hrm", "ARC-AGI-2"): Published(5.0, "pass@2", "HRM paper"),
@@ -104,8 +104,8 @@ def passk_table(
 def pooled_table(votes_paths: Sequence[str | Path], ks: Sequence[int] | None = None) -> pd.DataFrame:
     """Run x checkpoint pass@K (%) with votes pooled over that checkpoint and all earlier ones of its run.
 
-    This is what upstream logs during training (aggregated voting, upstream.md 5.4). Paths are grouped by run
-    (results/eval/{run}/epoch_{N}/votes.npz) and pooled in epoch order.
+    This is what upstream logs during training (aggregated voting, docs/reference/upstream-recursive.md 10.4). Paths are
+    grouped by run (results/eval/{run}/epoch_{N}/votes.npz) and pooled in epoch order.
     """
     ks = tuple(ks or DEFAULT_KS)
     by_run: dict[str, list[tuple[int, Path]]] = {}

@@ -3,10 +3,10 @@
     arcpipe train --config results/runs/smoke-trm/config.yaml --run smoke-trm --data results/data/smoke \
         --out results/runs/smoke-trm --until-epoch 2 --deadline 30m
 
-Semantics as upstream (upstream.md 2 and 4): one optimizer step per ACT step with the carry kept across batches,
-loss / global_batch_size, gradients summed over ranks, the warm-up + lr_min_ratio schedule over upstream's
-`total_steps`, updates stop after total_steps. The global batch is split into (rank, micro-batch) slots, each with
-its own carry; all randomness comes from (seed, position) hashes (train/sampler.py), so one process, torchrun and
+Semantics as upstream (docs/reference/upstream-recursive.md 2, 5 and 8): one optimizer step per ACT step with the carry
+kept across batches, loss / global_batch_size, gradients summed over ranks, the warm-up + lr_min_ratio schedule over
+upstream's `total_steps`, updates stop after total_steps. The global batch is split into (rank, micro-batch) slots, each
+with its own carry; all randomness comes from (seed, position) hashes (train/sampler.py), so one process, torchrun and
 gradient accumulation give the same weights up to float summation order.
 """
 

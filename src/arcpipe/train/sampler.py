@@ -1,9 +1,9 @@
 """Training batches with upstream's sampling semantics and randomness that depends only on (seed, position).
 
-Upstream (upstream.md 2.2): a pass of the loader covers `eval_interval` epochs; each epoch visits every group once
-in a shuffled order; a visit picks one puzzle of the group uniformly and takes its examples in random order,
-packed into global batches of exactly `global_batch_size` rows; a puzzle that does not fit is cut at the batch end
-(the rest is dropped) and the last partial batch of the pass is dropped.
+Upstream (docs/reference/upstream-recursive.md 2.2): a pass of the loader covers `eval_interval` epochs; each epoch
+visits every group once in a shuffled order; a visit picks one puzzle of the group uniformly and takes its examples in
+random order, packed into global batches of exactly `global_batch_size` rows; a puzzle that does not fit is cut at the
+batch end (the rest is dropped) and the last partial batch of the pass is dropped.
 
 Deliberate departure, documented in docs/architecture.md ("Training"): upstream draws from per-worker generators that
 differ per rank. Here every random choice is a counter-based hash of (seed, pass, epoch, visit, example) or (seed,

@@ -1,4 +1,4 @@
-"""Learning-rate schedule and step count, exactly as upstream (upstream.md 2.4 and 4.3)."""
+"""Learning-rate schedule and step count, exactly as upstream (docs/reference/upstream-recursive.md 2.4 and 8.3)."""
 
 from __future__ import annotations
 

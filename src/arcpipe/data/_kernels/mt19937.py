@@ -1,9 +1,9 @@
 """Upstream's legacy MT19937 stream.
 
-Upstream draws every random number from one legacy `np.random` MT19937 stream (upstream.md 1.10). Every call it
-makes, `randint(0, n)`, `shuffle` and `permutation`, reduces to `mt_bounded`: a masked rejection loop over 32-bit
-outputs that draws nothing when the range is a single value. The state is an int64 array of 625 entries: the
-624 MT words and the position, taken from `RandomState.get_state()`.
+Upstream draws every random number from one legacy `np.random` MT19937 stream (docs/reference/upstream-recursive.md
+1.10). Every call it makes, `randint(0, n)`, `shuffle` and `permutation`, reduces to `mt_bounded`: a masked rejection
+loop over 32-bit outputs that draws nothing when the range is a single value. The state is an int64 array of 625
+entries: the 624 MT words and the position, taken from `RandomState.get_state()`.
 """
 
 from __future__ import annotations

@@ -33,7 +33,8 @@ def search_exact(
     """Upstream's sequential search for the tasks `order` (task indices), drawing from `st`.
 
     Each trial draws `randint(0, 8)` and `[0] + permutation(1..9)`; a view is kept when its content is new
-    (upstream.md 1.8). Writes aug_tid[task, k], aug_col[task, k] (k = 0 is the original) and aug_count[task].
+    (docs/reference/upstream-recursive.md 1.8). Writes aug_tid[task, k], aug_col[task, k] (k = 0 is the original) and
+    aug_count[task].
     """
     size = table_size(num_aug + 1)
     table_a = np.zeros(size, dtype=np.uint64)
