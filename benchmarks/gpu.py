@@ -75,7 +75,8 @@ from arcpipe.train.sampler import batch_rows, collate, plan_pass
 
 ROOT = Path(__file__).resolve().parents[1]
 SEQ_LEN, VOCAB = 900, 12
-NUM_PUZZLE_IDENTIFIERS = {"arc1concept-aug-1000": 876_406, "arc2concept-aug-1000": 1_191_730}  # upstream.md 1
+# docs/reference/upstream-recursive.md 1.11
+NUM_PUZZLE_IDENTIFIERS = {"arc1concept-aug-1000": 876_406, "arc2concept-aug-1000": 1_191_730}
 CPU_PUZZLE_IDENTIFIERS = 1000
 EXAMPLES_PER_PUZZLE = 4
 

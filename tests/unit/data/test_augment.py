@@ -1,4 +1,5 @@
-"""Augmentations invert exactly, names round-trip, and the conventions match upstream's (upstream.md 1.8)."""
+"""Augmentations invert exactly, names round-trip, and the conventions match upstream's
+(docs/reference/upstream-recursive.md 1.8)."""
 
 import numpy as np
 import pytest
@@ -24,7 +25,7 @@ colour_tables = st.permutations(list(range(1, 10))).map(lambda p: (0, *p))
 augmentations = st.builds(Augmentation, st.sampled_from(ALL_DIHEDRALS), colour_tables)
 
 EXAMPLE = np.array([[1, 2, 3], [4, 5, 6]], dtype=np.uint8)
-# upstream.md 1.8: what each transform makes of [[1,2,3],[4,5,6]]
+# docs/reference/upstream-recursive.md 1.8: what each transform makes of [[1,2,3],[4,5,6]]
 EXPECTED = {
     0: [[1, 2, 3], [4, 5, 6]],
     1: [[3, 6], [2, 5], [1, 4]],

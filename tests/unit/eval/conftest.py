@@ -16,7 +16,8 @@ Row = tuple[str, Any, Any, float]
 
 
 def augment(grid: Any, name: str) -> np.ndarray:
-    """The grid as puzzle `name` shows it: colours mapped first, then the dihedral transform (upstream.md 1.8)."""
+    """The grid as puzzle `name` shows it: colours mapped first, then the dihedral transform
+    (docs/reference/upstream-recursive.md 1.8)."""
     grid = np.array(grid, dtype=np.uint8)
     if "|||" not in name:
         return grid

@@ -89,7 +89,7 @@ def test_dihedral_inverse_table_undoes_each_transform():
 
 
 def test_appendix_a_colour_string_example():
-    # upstream.md appendix A: abc|||t4|||0832597416 maps [[0,1,2],[3,4,5]] to [[3,8,0],[9,5,2]]
+    # docs/reference/upstream-recursive.md A: abc|||t4|||0832597416 maps [[0,1,2],[3,4,5]] to [[3,8,0],[9,5,2]]
     tasks, tids, colour_inverse = parse_identifiers(["abc|||t4|||0832597416"])
     tokens = encode(np.array([[3, 8, 0], [9, 5, 2]], np.uint8))[None]
     grids = invert_crops(tokens, np.array([0]), crop_shapes(tokens), tids, colour_inverse)

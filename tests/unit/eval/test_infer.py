@@ -17,7 +17,7 @@ PERM = "t|||t6|||0912345678"  # transposed, colours shifted
 
 
 def test_train_evaluate_train_in_one_process(tiny_dataset, tiny_checkpoint, tmp_path):
-    # evaluation tensors must never poison a later in-place update (upstream.md 5.7 item 2)
+    # evaluation tensors must never poison a later in-place update (docs/reference/upstream-recursive.md 10.8 item 2)
     train, test = load_split(tiny_dataset, "train"), load_split(tiny_dataset, "test")
     head, _ = load_weights(tiny_checkpoint(tmp_path / "ckpt.pt", tiny_dataset), "cpu", batch_size=4)
     optimizers = make_optimizers(

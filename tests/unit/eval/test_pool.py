@@ -42,7 +42,8 @@ def test_pooling_one_file_scores_as_its_evaluation(tmp_path, arc_sample):
 
 
 def test_pooled_votes_equal_voting_over_all_predictions_at_once(tmp_path, arc_sample):
-    # upstream's aggregated voting appends each evaluation's predictions to one list (upstream.md 5.4)
+    # upstream's aggregated voting appends each evaluation's predictions to one list
+    # (docs/reference/upstream-recursive.md 10.4)
     raw, test = arc_sample
     runs = [
         synthetic_predictions(raw, 10, seed=7, pred_seed=i, p_correct=p, p_corrupt=0.7)

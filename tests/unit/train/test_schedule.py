@@ -1,4 +1,5 @@
-"""The learning-rate schedule and step count follow upstream's formulas (upstream.md 2.4, 4.3)."""
+"""The learning-rate schedule and step count follow upstream's formulas
+(docs/reference/upstream-recursive.md 2.4, 8.3)."""
 
 import math
 
