@@ -83,6 +83,10 @@ class RunConfig(Strict):
     lr: float = Field(default=1e-4, gt=0)
     lr_min_ratio: float = Field(default=1.0, ge=0, le=1)
     lr_warmup_steps: int = Field(default=2000, ge=0)
+    # set: the rate is set per epoch as upstream VARC's offline trainer steps its scheduler (constant within an
+    # epoch; epoch e, counted from 0, at the warm-up + cosine factor of e with this many warm-up epochs and `epochs`
+    # in all; upstream: min(epochs // 5, 10)), and lr_warmup_steps is unused; None: per step (HRM, TRM, URM)
+    lr_warmup_epochs: int | None = Field(default=None, ge=0)
     beta1: float = 0.9
     beta2: float = 0.95
     weight_decay: float = Field(default=0.1, ge=0)
@@ -185,6 +189,7 @@ class RunConfig(Strict):
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data = handler(self)
         for key in (
+            "lr_warmup_epochs",
             "seed_group",
             "sweep",
             "gpu",

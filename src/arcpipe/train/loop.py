@@ -207,6 +207,7 @@ class Trainer:
             batches = self.draw(plan, self.position.batch, self.position.step + 1)
         if len(batches) != self.slots:
             raise ValueError(f"train_step: {len(batches)} batches for {self.slots} micro-batch slot(s)")
+        batch_index = self.position.batch
         self.position.batch += 1
         self.position.step += 1
         step = self.position.step
@@ -223,7 +224,7 @@ class Trainer:
         distributed.all_reduce_grads(self.head, self.env)
         if run.grad_clip is not None:  # the norm of the summed gradient, as every rank holds it; no host sync
             torch.nn.utils.clip_grad_norm_([p for p in self.head.parameters() if p.grad is not None], run.grad_clip)
-        lr_factor = lr_at(step, 1.0, run.lr_warmup_steps, self.total_steps, run.lr_min_ratio)
+        lr_factor = self.lr_factor(step, batch_index, plan)
         for optimizer, base_lr in self.optimizers:
             for group in optimizer.param_groups:
                 group["lr"] = base_lr * lr_factor
@@ -264,6 +265,17 @@ class Trainer:
                 batch["canvas_draws"] = torch.from_numpy(canvas_draws(run.seed, step, rows)).to(self.device)
             out.append(batch)
         return out
+
+    def lr_factor(self, step: int, batch_index: int, plan: Any) -> float:
+        """The rate of optimizer step `step` (from 1), the step on batch `batch_index` (from 0) of `plan`, as a
+        fraction of the run's lr: per step (lr_warmup_steps), or per epoch as upstream VARC (lr_warmup_epochs)."""
+        run = self.run
+        if run.lr_warmup_epochs is None:
+            return lr_at(step, 1.0, run.lr_warmup_steps, self.total_steps, run.lr_min_ratio)
+        # the epoch (from 0) the batch falls in: a pass is eval_interval epochs of plan.num_batches batches in all.
+        # Upstream's LambdaLR steps once after each epoch: its epoch e (from 0) trains at the factor of e
+        epoch = run.eval_interval * self.position.pass_index + run.eval_interval * batch_index // plan.num_batches
+        return lr_at(epoch, 1.0, run.lr_warmup_epochs, run.epochs, run.lr_min_ratio)
 
     @property
     def arch_cfg_exploration(self) -> float:
