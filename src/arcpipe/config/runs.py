@@ -79,6 +79,9 @@ class RunConfig(Strict):
     segment_evals: int = Field(default=1, gt=0)  # evaluation boundaries per training job
     global_batch_size: int = Field(default=768, gt=0)  # examples per optimizer step, always
     micro_batch_size: int | None = Field(default=None, gt=0)  # per device; None: global / devices
+    # None: upstream HRM/TRM/URM's puzzle sampler (groups shuffled per epoch, one puzzle per group, train/sampler.py
+    # plan_pass); examples: upstream VARC's offline loader, every example once per epoch (plan_examples_pass)
+    sampler: Literal["examples"] | None = None
 
     lr: float = Field(default=1e-4, gt=0)
     lr_min_ratio: float = Field(default=1.0, ge=0, le=1)
@@ -190,6 +193,7 @@ class RunConfig(Strict):
         data = handler(self)
         for key in (
             "lr_warmup_epochs",
+            "sampler",
             "seed_group",
             "sweep",
             "gpu",

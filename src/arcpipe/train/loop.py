@@ -41,7 +41,7 @@ from arcpipe.train.checkpoint import (
     rng_state,
     save_atomic,
 )
-from arcpipe.train.sampler import batch_rows, canvas_draws, collate, halt_min_steps, plan_pass
+from arcpipe.train.sampler import batch_rows, canvas_draws, collate, halt_min_steps, plan_for
 from arcpipe.train.schedule import lr_at, total_steps
 from arcpipe.train.tracking import MetricsLog, Progress, WandbMirror
 
@@ -138,7 +138,9 @@ class Trainer:
         progress = Progress(self.total_steps, enabled=self.env.rank == 0)
         last_side = time.monotonic()
         while (self.position.pass_index + 1) * run.eval_interval <= until_epoch:
-            plan = plan_pass(self.split, run.seed, self.position.pass_index, run.eval_interval, run.global_batch_size)
+            plan = plan_for(run.sampler)(
+                self.split, run.seed, self.position.pass_index, run.eval_interval, run.global_batch_size
+            )
             while self.position.batch < plan.num_batches and self.position.step < self.total_steps:
                 now = time.monotonic()
                 # rank 0's clock decides for every rank: the saves below are collectives

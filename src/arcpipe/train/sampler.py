@@ -35,6 +35,7 @@ class PassPlan:
     taken: np.ndarray  # (V,) int64 examples taken from the visit (0 when it fell after the last full batch)
     row_start: np.ndarray  # (V,) int64 first global row (across the pass) the visit fills
     num_batches: int
+    examples: np.ndarray | None = None  # (num_batches * G,) int64 the example of every row: plan_examples_pass only
 
 
 def plan_pass(split: Split, seed: int, pass_index: int, epochs: int, global_batch_size: int) -> PassPlan:
@@ -51,11 +52,37 @@ def plan_pass(split: Split, seed: int, pass_index: int, epochs: int, global_batc
     return PassPlan(puzzles=puzzles, taken=taken, row_start=row_start, num_batches=num_batches)
 
 
+def plan_examples_pass(split: Split, seed: int, pass_index: int, epochs: int, global_batch_size: int) -> PassPlan:
+    """Upstream VARC's offline loader instead of the puzzle groups (run setting `sampler: examples`): every example
+    of the split once per epoch, in a random order of its own per epoch, in full batches of `global_batch_size`. An
+    epoch's short last batch is dropped (upstream's DataLoader keeps it: drop_last=False); the order is a
+    counter-based hash of (seed, pass, epoch, example), so it does not depend on the number of processes."""
+    n = int(split.puzzle_indices[-1])
+    per_epoch = n // global_batch_size
+    orders = []
+    for epoch in range(epochs):
+        keys = _hash(
+            np.uint64(seed), np.uint64(pass_index), np.uint64(0xE7A40000 + epoch), np.arange(n, dtype=np.uint64)
+        )
+        orders.append(np.argsort(keys, kind="stable")[: per_epoch * global_batch_size])
+    examples = np.concatenate(orders).astype(np.int64) if orders else np.zeros(0, np.int64)
+    puzzles = np.searchsorted(split.puzzle_indices, examples, side="right").astype(np.int64) - 1
+    return PassPlan(
+        puzzles=puzzles,
+        taken=np.ones_like(examples),
+        row_start=np.arange(len(examples), dtype=np.int64),
+        num_batches=per_epoch * epochs,
+        examples=examples,
+    )
+
+
 def batch_rows(
     split: Split, plan: PassPlan, batch: int, global_batch_size: int, seed: int, pass_index: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """(example index, puzzle index) of every row of global batch `batch` of the pass: (G,), (G,)."""
     lo, hi = batch * global_batch_size, (batch + 1) * global_batch_size
+    if plan.examples is not None:  # plan_examples_pass: one example per row
+        return plan.examples[lo:hi].copy(), plan.puzzles[lo:hi].copy()
     # row_start is non-decreasing: the visits overlapping [lo, hi) are a contiguous range
     first = max(int(np.searchsorted(plan.row_start, lo, side="right")) - 1, 0)
     last = int(np.searchsorted(plan.row_start, hi, side="left"))
@@ -154,3 +181,8 @@ def _pack(counts: np.ndarray, batch_size: int) -> tuple[np.ndarray, np.ndarray, 
         if row_start[i] >= limit:
             taken[i] = 0
     return taken, row_start, num_batches
+
+
+def plan_for(sampler: str | None):
+    """The pass planner of a run's `sampler` setting: None (the puzzle groups) or "examples"."""
+    return plan_examples_pass if sampler == "examples" else plan_pass

@@ -42,7 +42,7 @@ import torch
 
 from arcpipe.data.canvas import draw_placement
 from arcpipe.train import sampler
-from arcpipe.train.sampler import PassPlan, batch_rows, canvas_draws, plan_pass
+from arcpipe.train.sampler import PassPlan, batch_rows, canvas_draws, plan_for, plan_pass
 
 DATA = Path(__file__).parents[2] / "data" / "sampler"
 ALPHA = 1e-6  # false-alarm rate of each comparison
@@ -389,3 +389,35 @@ def test_planted_varc_bugs_fail(golden, bug):
     arrays, meta = golden
     sx, sy = varc_tables(arrays["varc_sizes"], meta["varc"]["canvas"], 4000, placement=bug)
     assert varc_failures(golden, sx, sy)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# `sampler: examples`: upstream VARC's offline loader (a PyTorch DataLoader, shuffle=True over the examples)
+
+
+def test_examples_sampler_takes_every_example_once_per_epoch_in_full_batches(split):
+    n, batch, epochs = int(split.puzzle_indices[-1]), 32, 3
+    plan = plan_for("examples")(split, SEED, 2, epochs, batch)
+    assert plan.num_batches == epochs * (n // batch)  # an epoch's short last batch dropped (upstream keeps it)
+    rows = [batch_rows(split, plan, b, batch, SEED, 2) for b in range(plan.num_batches)]
+    examples = np.concatenate([e for e, _ in rows]).reshape(epochs, -1)
+    puzzles = np.concatenate([p for _, p in rows]).reshape(epochs, -1)
+    for epoch in range(epochs):
+        assert len(np.unique(examples[epoch])) == n // batch * batch  # no example twice within an epoch
+        assert (split.puzzle_indices[puzzles[epoch]] <= examples[epoch]).all()
+        assert (examples[epoch] < split.puzzle_indices[puzzles[epoch] + 1]).all()
+    assert not np.array_equal(examples[0], examples[1])  # a new order every epoch
+    # batches mix tasks as a shuffle does: groups (tasks) per batch of 32 rows, the 15 groups holding 202-1212 of the
+    # 8583 examples
+    groups = np.searchsorted(split.group_indices, puzzles, side="right") - 1
+    per_batch = [len(np.unique(g)) for g in groups.reshape(-1, batch)]
+    assert 11.5 < np.mean(per_batch) < 13  # a uniform shuffle expects 12.2; the puzzle sampler gives 5.6
+    assert plan_for(None) is plan_pass
+
+
+def test_examples_sampler_is_a_run_setting_dumped_only_when_set():
+    from arcpipe.config.runs import RunConfig
+
+    base = {"dataset": "d", "arch": "varc", "preset": "tiny", "target": "smoke", "epochs": 2, "eval_interval": 1}
+    assert "sampler" not in RunConfig(**base).model_dump()
+    assert RunConfig(**base, sampler="examples").model_dump()["sampler"] == "examples"
