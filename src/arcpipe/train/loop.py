@@ -63,7 +63,16 @@ class Position:
 
 
 class Trainer:
-    def __init__(self, cfg: WorkflowConfig, run_name: str, data_dir: Path, out_dir: Path) -> None:
+    def __init__(
+        self,
+        cfg: WorkflowConfig,
+        run_name: str,
+        data_dir: Path,
+        out_dir: Path,
+        *,
+        forward_dtype: torch.dtype | None = None,
+    ) -> None:
+        """`forward_dtype`: None for the device's (bf16 on CUDA, fp32 on CPU); the trainer-parity test's float64."""
         self.run_name = run_name
         self.run: RunConfig = cfg.runs[run_name]
         self.cfg = cfg
@@ -84,6 +93,7 @@ class Trainer:
             num_puzzle_identifiers=meta.num_puzzle_identifiers,
             batch_size=self.run.micro_batch,
             device=self.device,
+            forward_dtype=forward_dtype,
         )
         self.optimizers = make_optimizers(
             self.head,
@@ -226,16 +236,16 @@ class Trainer:
         distributed.all_reduce_grads(self.head, self.env)
         if run.grad_clip is not None:  # the norm of the summed gradient, as every rank holds it; no host sync
             torch.nn.utils.clip_grad_norm_([p for p in self.head.parameters() if p.grad is not None], run.grad_clip)
-        lr_factor = self.lr_factor(step, batch_index, plan)
         for optimizer, base_lr in self.optimizers:
+            lr = self.lr_of(base_lr, step, batch_index, plan)
             for group in optimizer.param_groups:
-                group["lr"] = base_lr * lr_factor
+                group["lr"] = lr
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
         if self.ema is not None:
             self.ema.update()
         record = self._reduce_metrics(sums)
-        record.update(step=step, epoch=self._epoch_now(plan), lr=run.lr * lr_factor)
+        record.update(step=step, epoch=self._epoch_now(plan), lr=self.lr_of(run.lr, step, batch_index, plan))
         record["time/step_s"] = time.perf_counter() - t0
         record["time/data_wait_s"] = data_wait
         self.metrics.write(record)
@@ -267,6 +277,16 @@ class Trainer:
                 batch["canvas_draws"] = torch.from_numpy(canvas_draws(run.seed, step, rows)).to(self.device)
             out.append(batch)
         return out
+
+    def lr_of(self, base_lr: float, step: int, batch_index: int, plan: Any) -> float:
+        """The lr of an optimizer whose base rate is `base_lr` at step `step` (see lr_factor), rounded as upstream:
+        per step, TRM's and HRM's compute_lr put base_lr inside the schedule (base_lr * step / warmup, which differs
+        from base_lr * (step / warmup) in the last bit at some steps: tests/unit/train/test_trainer_parity.py);
+        per epoch, upstream VARC's LambdaLR multiplies base_lr by the factor."""
+        run = self.run
+        if run.lr_warmup_epochs is None:
+            return lr_at(step, base_lr, run.lr_warmup_steps, self.total_steps, run.lr_min_ratio)
+        return base_lr * self.lr_factor(step, batch_index, plan)
 
     def lr_factor(self, step: int, batch_index: int, plan: Any) -> float:
         """The rate of optimizer step `step` (from 1), the step on batch `batch_index` (from 0) of `plan`, as a
