@@ -16,8 +16,8 @@ on module attributes before `launch` runs:
 
 * `wandb` is a stand-in module that keeps what `wandb.log` receives (the per-step metrics and lr, as upstream
   reduces them);
-* `load_checkpoint` (called by `create_model` after the model is built and before the optimizers are) also applies
-  the init tweaks of tests/tools/record_goldens.py, with upstream's `trunc_normal_init_` (the Q head like any
+* `create_model` (called once by `init_train_state`) also applies, in place before any step, the init tweaks of
+  tests/tools/record_goldens.py, with upstream's `trunc_normal_init_` (the Q head like any
   CastedLinear, bias 0; the puzzle-embedding table like the token embedding) so that halting depends on the model and
   the puzzle identifiers matter, and keeps the initial state dict: the weights arcpipe starts from;
 * `train_batch` keeps each step's rows (as example and puzzle indices of the dataset, found by matching the rows
@@ -91,6 +91,20 @@ FAMILIES: dict[str, dict[str, Any]] = {
         ),
         "train": dict(**_TRAIN, epochs=45, ema=True, ema_rate=0.999),
     },
+    # puzzle_emb_ndim 24 on hidden 16: a two-position prefix, the second one padded; no EMA upstream
+    "hrm": {
+        "arch": "hrm",
+        "arch_config": dict(
+            **_SMALL,
+            halt_exploration_prob=0.5,
+            H_cycles=2,
+            L_cycles=1,
+            H_layers=1,
+            L_layers=1,
+            puzzle_emb_ndim=24,
+        ),
+        "train": dict(**_TRAIN, epochs=45),
+    },
 }
 
 
@@ -160,10 +174,13 @@ def make_dataset(out: Path) -> dict[str, np.ndarray]:
 
 
 def write_dataset(out: Path, arrays: dict[str, np.ndarray], identifiers: list[str]) -> None:
-    """`out/train/all__*.npy`, `out/train/dataset.json` and `out/identifiers.json`, as upstream's builders write."""
-    (out / "train").mkdir(parents=True, exist_ok=True)
-    for name, array in arrays.items():
-        np.save(out / "train" / f"all__{name}.npy", array)
+    """`out/{train,test}/all__*.npy`, `out/{train,test}/dataset.json` and `out/identifiers.json`, as upstream's
+    builders write them; the test split is a copy of the train split (HRM's trainer evaluates after every pass,
+    which changes nothing in its training state)."""
+    for split in ("train", "test"):
+        (out / split).mkdir(parents=True, exist_ok=True)
+        for name, array in arrays.items():
+            np.save(out / split / f"all__{name}.npy", array)
     num_puzzles = len(arrays["puzzle_identifiers"])
     metadata = {
         "pad_id": 0,
@@ -177,7 +194,8 @@ def write_dataset(out: Path, arrays: dict[str, np.ndarray], identifiers: list[st
         "total_puzzles": num_puzzles,
         "sets": ["all"],
     }
-    (out / "train" / "dataset.json").write_text(json.dumps(metadata))
+    for split in ("train", "test"):
+        (out / split / "dataset.json").write_text(json.dumps(metadata))
     (out / "identifiers.json").write_text(json.dumps(identifiers))
 
 
@@ -234,18 +252,19 @@ def _run(family: str, spec: dict[str, Any], data: Path, cpu: Path, logged: list)
     rows = _RowIndex(data)
     state: dict[str, Any] = {"steps": [], "margins": {"halt": np.inf, "argmax": np.inf, "sign": np.inf}}
 
-    original_load = pretrain.load_checkpoint
+    original_create = pretrain.create_model
 
-    def load_checkpoint(model, config):  # called once, after the model is built and before the optimizers
-        original_load(model, config)
+    def create_model(*args, **kwargs):  # the model and its optimizers, built once, before the first step
+        model, optimizers, optimizer_lrs = original_create(*args, **kwargs)
         inner = model.model.inner
         hidden = inner.config.hidden_size
-        with torch.no_grad():
+        with torch.no_grad():  # in place: the optimizers hold these tensors
             common.trunc_normal_init_(inner.q_head.weight, std=hidden**-0.5)
             inner.q_head.bias.zero_()
             common.trunc_normal_init_(inner.puzzle_emb.weights, std=hidden**-0.5)
         state["initial"] = {k: v.detach().clone() for k, v in model.state_dict().items()}
         model.model.register_forward_hook(_act_hook(state, family))
+        return model, optimizers, optimizer_lrs
 
     original_ema = getattr(pretrain, "EMAHelper", None)
     if original_ema is not None:
@@ -306,7 +325,7 @@ def _run(family: str, spec: dict[str, Any], data: Path, cpu: Path, logged: list)
         return metrics
 
     pretrain.train_batch = train_batch
-    pretrain.load_checkpoint = load_checkpoint
+    pretrain.create_model = create_model
 
     overrides = _overrides(spec, data, cpu)
     # imported, pretrain.py's module-relative config path is looked up as a package: name its folder instead

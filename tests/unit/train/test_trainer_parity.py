@@ -17,10 +17,11 @@ the snapshot step only, so the file takes seconds.
 
 Tolerances. Both sides compute the same float64 forward and backward, but not always in the same order (arcpipe's
 layers are its own), so a gradient can differ in its last float64 bits and its fp32 cast by an fp32 ulp, which
-AdamATan2 (fp32 maths) carries into the weights. Measured over the 116 TRM steps: bitwise equal on an AVX-512
-machine with ATEN_CPU_CAPABILITY native and avx2 (lr included); with `default` (no SIMD) the weights, EMA and Adam
-moments differ by up to 1.2e-7 and the fp32 metric sums by 1.5e-7, a few fp32 ulps. STATE and METRICS allow 1e-6
-(8x that); the lr must be exact. Discrete outcomes (halting, argmax, the sign of each puzzle-embedding gradient)
+AdamATan2 (fp32 maths) carries into the weights. Measured over 116 steps each (TRM, HRM) on an AVX-512 machine: the
+state (weights, puzzle embedding, EMA, Adam moments) and the lr bitwise equal with ATEN_CPU_CAPABILITY native and
+avx2; with `default` (no SIMD) the state differs by up to 1.2e-7, a few fp32 ulps. The metrics differ by up to
+1.5e-7 everywhere (arcpipe sums them in fp32, upstream in float64). STATE and METRICS allow 1e-6 (8x that); the lr
+must be exact. Discrete outcomes (halting, argmax, the sign of each puzzle-embedding gradient)
 were recorded at least record_trainer_goldens.MIN_MARGIN from their thresholds, so they are equal on any CPU.
 """
 
