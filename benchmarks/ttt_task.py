@@ -160,7 +160,7 @@ def bare_step_seconds(
             torch.cuda.synchronize(device)
         started = time.perf_counter()
         (loss_fn(head, batch) / 8).backward()
-        torch.nn.utils.clip_grad_norm_(params, ttt.GRAD_CLIP)
+        torch.nn.utils.clip_grad_norm_(params, TTTConfig().grad_clip)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         if device.type == "cuda":

@@ -45,9 +45,11 @@ class TTTConfig(Strict):
     demonstration views with fresh task tokens, then answers the task's test views (eval/ttt.py)."""
 
     epochs: int = Field(default=100, gt=0)  # passes over the task's demonstrations (upstream: 0..100, 0 at lr 0)
-    warmup_epochs: int = Field(default=10, ge=0)  # linear warm-up, then cosine to 0 at the last epoch
+    # linear warm-up, then cosine to 0 at the last epoch; None: upstream's min(epochs // 5, 10) (10 at 100 epochs)
+    warmup_epochs: int | None = Field(default=None, ge=0)
     batch_size: int = Field(default=8, gt=0)
-    lr: float = Field(default=3e-4, gt=0)  # AdamW, betas (0.9, 0.999), no weight decay, gradients clipped at 1
+    lr: float = Field(default=3e-4, gt=0)  # AdamW, betas (0.9, 0.999), no weight decay
+    grad_clip: float = Field(default=1.0, gt=0)  # the gradient norm clipped before each step (upstream's default 1)
     # job j of `jobs` takes test tasks j, j + jobs, ... (known before the data exist): 400 is one task per job on
     # ARC-AGI-1's evaluation set; fewer jobs work through several tasks each on one GPU
     jobs: int = Field(default=400, gt=0)

@@ -14,9 +14,11 @@ weights:
    their own, one row per view, drawn as upstream draws its new table (trunc-normal, std 0.02), in place of the
    checkpoint's (whose rows are the offline dataset's tasks: the dataset answered may be another, `ttt.dataset`);
 2. the whole model trains on the views' demonstrations (the train split's rows of the task) with upstream's recipe:
-   AdamW (lr 3e-4, betas 0.9/0.999, no weight decay), batch 8, gradients clipped at 1, dropout on, epochs 0..E with
-   the rate set per epoch (linear warm-up over `warmup_epochs` from 0, then half a cosine to 0 at epoch E), every
-   row at a fresh scale and offset (`canvas_draws`, from the seed, the task and the step);
+   AdamW (lr 3e-4, betas 0.9/0.999, no weight decay), batch 8, gradients clipped at 1 before each step, dropout on,
+   epochs 0..E with the rate set per epoch (linear warm-up over `warmup_epochs` from 0, upstream's min(E // 5, 10)
+   unless set, then half a cosine to 0 at epoch E), every row at a fresh scale and offset (`canvas_draws`, from the
+   seed, the task and the step). `fit` is that loop alone, on any batches: tests/unit/train/test_varc_trainer_parity.py
+   gives it upstream's and checks 122 steps against upstream's test_time_train_ARC.py;
 3. the task's test views are answered `canvas_attempts` times each (eval/infer.predict), as any evaluation.
 
 A task's answers are written to `<out>.tasks/<task>.npz` as soon as it is done, with the key of what they depend on
@@ -47,7 +49,7 @@ import math
 import shutil
 import time
 import zlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +71,6 @@ from arcpipe.train.sampler import canvas_draws
 
 log = logging.getLogger(__name__)
 
-GRAD_CLIP = 1.0  # upstream's clip_grad_norm_
 TOKEN_STD = 0.02  # upstream's trunc-normal std of a new task-token table
 
 
@@ -80,10 +81,16 @@ def job_tasks(tasks: Sequence[str], job: int, jobs: int) -> list[str]:
 
 def lr_factor(epoch: int, cfg: TTTConfig) -> float:
     """The rate of epoch 0..cfg.epochs as a fraction of cfg.lr: linear warm-up from 0, then cosine to 0."""
-    if epoch < cfg.warmup_epochs:
-        return epoch / cfg.warmup_epochs
-    span = max(cfg.epochs - cfg.warmup_epochs, 1)
-    return 0.5 * (1.0 + math.cos(math.pi * (epoch - cfg.warmup_epochs) / span))
+    warmup = warmup_epochs(cfg)
+    if epoch < warmup:
+        return epoch / warmup
+    span = max(cfg.epochs - warmup, 1)
+    return 0.5 * (1.0 + math.cos(math.pi * (epoch - warmup) / span))
+
+
+def warmup_epochs(cfg: TTTConfig) -> int:
+    """cfg.warmup_epochs, or upstream's min(epochs // 5, 10) where it is not set (utils/load_model.py)."""
+    return cfg.warmup_epochs if cfg.warmup_epochs is not None else min(cfg.epochs // 5, 10)
 
 
 def task_views(example_ids: np.ndarray, identifiers: Sequence[str], task: str) -> tuple[np.ndarray, np.ndarray]:
@@ -121,7 +128,6 @@ def fit_task(
     demonstrations: `task_views`' rows and views. The head's task-token table becomes the task's own, one fresh row
     per view (as upstream's new table): rows 0..V-1 in the order of the views' identifiers (`local_ids` renumbers
     the task's rows to match). loss_fn: `step_loss` (default) or its compiled twin, shared by a job's tasks."""
-    loss_fn = loss_fn or step_loss
     rows, views = demonstrations
     inner = head.model.inner
     old = inner.task_token_embed.weight
@@ -133,36 +139,62 @@ def fit_task(
         inner.task_token_embed = torch.nn.Embedding(len(views), old.shape[1], device=old.device, dtype=old.dtype)
         inner.task_token_embed.weight.copy_(fresh)
     example_ids = local_ids(example_ids, rows, views, task)
-    params = [p for p in head.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.999), weight_decay=0.0)
     order_rng = np.random.default_rng([seed, stream])
-    torch.manual_seed(seed * 1_000_003 + stream)  # dropout
     B = cfg.batch_size
     steps_per_epoch = -(-len(rows) // B)
+    drawn = 0  # batches drawn so far: each row's canvas placement comes from (seed, task, step)
+
+    def epoch_batches(epoch: int) -> Iterator[dict[str, torch.Tensor]]:
+        nonlocal drawn
+        order = order_rng.permutation(rows)
+        for b in range(steps_per_epoch):
+            chunk = order[b * B : (b + 1) * B]
+            batch = make_batch(split.inputs, split.labels, example_ids, chunk, B, device)
+            drawn += 1
+            batch["canvas_draws"] = torch.from_numpy(canvas_draws(seed, (stream << 20) + drawn, np.arange(B))).to(
+                device
+            )
+            yield batch
+
+    torch.manual_seed(seed * 1_000_003 + stream)  # dropout
+    stats = fit(head, epoch_batches, cfg, loss_fn)
+    return {"views": len(views), "demonstrations": len(rows), **stats}
+
+
+def fit(
+    head: torch.nn.Module,
+    batches: Callable[[int], Iterable[dict[str, torch.Tensor]]],
+    cfg: TTTConfig,
+    loss_fn: Callable[[torch.nn.Module, dict[str, torch.Tensor]], torch.Tensor] | None = None,
+    on_step: Callable[[int, torch.optim.Optimizer, torch.Tensor], None] | None = None,
+) -> dict[str, Any]:
+    """Upstream's test-time-training loop on `head` as it is (its task tokens already the task's): a fresh AdamW
+    over every parameter, epochs 0..cfg.epochs at the epoch's rate (`lr_factor`), and on each of `batches(epoch)`
+    (cfg.batch_size rows each, blank rows padding a short one) one step: the loss's gradient, clipped to
+    cfg.grad_clip, then the optimizer. fit_task gives it arcpipe's batches; a replay gives it another trainer's
+    (tests/unit/train/test_varc_trainer_parity.py). on_step(step, optimizer, loss per row): an observer, after each
+    step, for the replay.
+    {steps, seconds, last_loss}."""
+    loss_fn = loss_fn or step_loss
+    params = [p for p in head.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.999), weight_decay=0.0)
+    B = cfg.batch_size
     step, started, last_loss = 0, time.monotonic(), math.nan
     head.train()
     for epoch in range(cfg.epochs + 1):
         for group in optimizer.param_groups:
             group["lr"] = cfg.lr * lr_factor(epoch, cfg)
-        order = order_rng.permutation(rows)
-        for b in range(steps_per_epoch):
-            chunk = order[b * B : (b + 1) * B]
-            batch = make_batch(split.inputs, split.labels, example_ids, chunk, B, device)
+        for batch in batches(epoch):
             step += 1
-            batch["canvas_draws"] = torch.from_numpy(canvas_draws(seed, (stream << 20) + step, np.arange(B))).to(device)
             loss = loss_fn(head, batch)
             (loss / B).backward()  # the head's loss is the pixel mean times the rows (models/varc_head.py)
-            torch.nn.utils.clip_grad_norm_(params, GRAD_CLIP)
+            torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
+            if on_step is not None:
+                on_step(step, optimizer, loss.detach() / B)
         last_loss = float(loss.detach()) / B
-    return {
-        "views": len(views),
-        "demonstrations": len(rows),
-        "steps": step,
-        "seconds": round(time.monotonic() - started, 3),
-        "last_loss": last_loss,
-    }
+    return {"steps": step, "seconds": round(time.monotonic() - started, 3), "last_loss": last_loss}
 
 
 def step_loss(head: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:

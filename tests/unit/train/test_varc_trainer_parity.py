@@ -20,6 +20,7 @@ planted changes below (the warm-up a step late, clipping after the step, another
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from types import SimpleNamespace
@@ -30,9 +31,14 @@ import pytest
 import torch
 
 from arcpipe.config import WorkflowConfig
+from arcpipe.config.arch import make_arch_config
+from arcpipe.config.runs import TTTConfig
 from arcpipe.data.augment import to_canvas
 from arcpipe.data.canvas import encode_inputs, encode_targets
 from arcpipe.data.dataset import load_split
+from arcpipe.eval import ttt
+from arcpipe.eval.infer import make_batch
+from arcpipe.models.registry import build_model
 from arcpipe.train.loop import Trainer
 from arcpipe.train.sampler import collate
 
@@ -235,8 +241,6 @@ def placed(head: Any, batch: dict[str, torch.Tensor], n: int) -> list[tuple[int,
 
 def canvas_sha256(batch: dict[str, torch.Tensor], head: Any, n: int) -> str:
     """The digest upstream's recorder took of its (inputs, attention_mask, targets) canvases, of arcpipe's."""
-    import hashlib
-
     placement = head.place(batch)
     side = head.config.image_size
     pixels, mask = encode_inputs(batch["inputs"], placement, side)
@@ -274,3 +278,88 @@ def plant_clip_after_step(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", lambda params, max_norm, *a, **k: torch.zeros(()))
     monkeypatch.setattr(torch.optim.AdamW, "step", step_then_clip)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# test-time training
+
+
+@pytest.fixture(scope="module")
+def ttt_golden() -> dict[str, Any]:
+    return torch.load(GOLDENS / "varc_ttt.pt", weights_only=True)
+
+
+def test_ttt_steps_equal_upstream(ttt_golden) -> None:
+    run = replay_ttt(ttt_golden)
+    assert len(run["losses"]) == len(ttt_golden["steps"]) >= 100
+    assert mismatches(run, ttt_golden) == []
+
+
+@pytest.mark.parametrize("change", ["warmup_one_epoch_late", "clip_after_step", "clip_norm_1"])
+def test_ttt_planted_change_fails(ttt_golden, monkeypatch, change) -> None:
+    changes: dict[str, Any] = {}
+    if change == "warmup_one_epoch_late":  # upstream's test-time rate changes once per epoch
+        lr_factor = ttt.lr_factor
+        monkeypatch.setattr(ttt, "lr_factor", lambda epoch, cfg: lr_factor(max(epoch - 1, 0), cfg))
+    elif change == "clip_after_step":
+        plant_clip_after_step(monkeypatch)
+    else:
+        changes["grad_clip"] = 1.0
+    found = mismatches(replay_ttt(ttt_golden, **changes), ttt_golden)
+    assert "final parameters" in found and "AdamW state" in found, found
+
+
+def replay_ttt(golden: dict[str, Any], **changes: Any) -> dict[str, Any]:
+    """eval/ttt.fit on upstream's test-time batches of one task, from upstream's starting weights (the offline
+    model's, with upstream's fresh task-token table, one row per view file)."""
+    torch.set_num_threads(1)
+    recipe, model = golden["recipe"], golden["model"]
+    B, samples = recipe["batch_size"], golden["samples"]
+    steps_per_epoch = -(-len(samples) // B)
+    assert len(golden["steps"]) == (recipe["epochs"] + 1) * steps_per_epoch  # epochs 0..E
+    overrides = {k: v for k, v in model.items() if k != "num_colors"}
+    head = build_model(
+        make_arch_config("varc", "tiny", overrides),
+        vocab_size=12,
+        seq_len=900,
+        num_puzzle_identifiers=len(golden["task_lookup"]),
+        batch_size=B,
+        device="cpu",
+    ).double()
+    head.model.inner.load_state_dict(golden["init"])
+    # the task's examples as arcpipe's rows; a row's identifier is its view's row of the fresh table
+    inputs = np.stack([to_canvas(np.asarray(s["input"], dtype=np.uint8)) for s in samples])
+    labels = np.stack([to_canvas(np.asarray(s["output"], dtype=np.uint8)) for s in samples])
+    views = np.array([s["task_index"] for s in samples])
+    placements, canvases, batches = [], [], []
+    for step in golden["steps"]:
+        rows = step["rows"]
+        batch = make_batch(inputs, labels, views, np.array([r["sample"] for r in rows]), B, torch.device("cpu"))
+        assert [int(t) for t in batch["puzzle_identifiers"][: len(rows)]] == [r["task"] for r in rows]
+        batch["canvas_draws"] = torch.from_numpy(draws_for(rows, samples, model["image_size"], B))
+        placements.append(placed(head, batch, len(rows)))
+        canvases.append(canvas_sha256(batch, head, len(rows)))
+        batches.append(batch)
+    recipe_here = {"epochs": recipe["epochs"], "batch_size": B, "lr": recipe["learning_rate"], "jobs": 1}
+    # the warm-up unset: upstream's min(epochs // 5, 10)
+    cfg = TTTConfig(**{**recipe_here, "grad_clip": recipe["max_grad_norm"], **changes})
+    losses, lrs, optimizers = [], [], []
+
+    def observe(step: int, optimizer: torch.optim.Optimizer, loss: torch.Tensor) -> None:
+        losses.append(loss.item())
+        lrs.append(optimizer.param_groups[0]["lr"])
+        optimizers[:] = [optimizer]
+
+    def epoch_batches(epoch: int) -> list[dict[str, torch.Tensor]]:
+        return batches[epoch * steps_per_epoch : (epoch + 1) * steps_per_epoch]
+
+    ttt.fit(head, epoch_batches, cfg, ttt.step_loss, on_step=observe)
+    inner, state = head.model.inner, optimizers[0].state
+    return {
+        "losses": losses,
+        "lrs": lrs,
+        "placements": placements,
+        "canvases": canvases,
+        "final": inner.state_dict(),
+        "adamw_state": {name: dict(state[inner.get_parameter(name)]) for name in golden["adamw_state"]},
+    }
