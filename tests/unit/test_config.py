@@ -315,3 +315,19 @@ def test_an_ensemble_pools_runs_on_one_test_set_and_bad_ones_are_refused_in_one_
             validate_config({**raw, "ensembles": {name: body}})
         lines = str(err.value).splitlines()
         assert len(lines) >= 1 and any(message in line for line in lines), lines
+
+
+def test_the_varc_overlay_is_upstreams_published_recipe():
+    """config/varc.yaml validates over the shipped config, and its runs train as upstream VARC's scripts do
+    (script/offline_train_VARC_{ViT,Unet}.sh with utils/args.py's defaults; docs/reproduce.md)."""
+    from arcpipe.config import load_configs
+
+    cfg = load_configs([ROOT / "config/config.yaml", ROOT / "config/varc.yaml"])
+    for name, arch in (("varc-vit-arc1", "varc"), ("varc-unet-arc1", "varc-unet")):
+        run = cfg.runs[name]
+        assert (run.arch, run.preset, run.epochs, run.global_batch_size) == (arch, "arc", 100, 8 * 32)
+        assert (run.optimizer, run.lr, run.weight_decay, run.beta1, run.beta2) == ("adamw", 3e-4, 0.0, 0.9, 0.999)
+        assert (run.lr_warmup_epochs, run.lr_min_ratio, run.grad_clip) == (min(100 // 5, 10), 0.0, 1.0)
+        assert run.sampler == "examples" and run.ttt is not None and run.ttt.dataset == "varc-ttt-arc1"
+    assert cfg.datasets["varc-ttt-arc1"].views == "varc"
+    assert cfg.ensembles["varc-arc1-ensemble"].runs == ["varc-vit-arc1", "varc-unet-arc1"]
