@@ -358,7 +358,7 @@ def _upstream_builder(case: Case) -> Callable[[int, bool], torch.nn.Module]:
     model_cls = getattr(importlib.import_module(module), model_class)
     loss_cls = importlib.import_module("models.losses").ACTLossHead
     model_cfg = {
-        **case.arch_cfg.model_dump(exclude={"name", "loss_type", "conv_dtype"}),  # upstream's field names
+        **case.arch_cfg.model_dump(exclude={"name", "loss_type", "conv_dtype", "conv_impl"}),  # upstream's field names
         "seq_len": SEQ_LEN,
         "vocab_size": VOCAB,
         "num_puzzle_identifiers": case.num_puzzle_identifiers,

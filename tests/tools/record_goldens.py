@@ -27,6 +27,9 @@ The regime is chosen so that a golden holds on any CPU (AVX-512, AVX2, no SIMD):
 Variants: trm (RoPE), trm_mlpt (the token-mixing MLP), trm_learned (learned positions), hrm (a two-position puzzle
 prefix), urm (upstream's bf16 conv; arcpipe's default), urm_conv_forward (the same weights with upstream's dwconv
 moved to the forward dtype after construction: arcpipe's `conv_dtype: forward`), transformer (TRM's baseline).
+`--tag avx2 --only urm` wrote golden_urm_avx2.pt on a 2-core AMD EPYC (AVX2): URM's bf16 kernels round differently
+on an AVX-512 machine (where golden_urm.pt was recorded), so each golden records its machine's `bf16_kernels`
+fingerprint, and the test compares tightly against the golden whose fingerprint is the test machine's.
 
 Each golden holds the upstream state dict (the weights both sides load), six training ACT steps and then six
 evaluation steps on seeded batches (logits, Q values, loss, metrics, halting, step counts), the puzzle-embedding
@@ -144,6 +147,9 @@ def main() -> None:
         parser.add_argument(f"--{repo}", type=Path, help=f"{UPSTREAM[repo][0]} at {UPSTREAM[repo][1][:7]}")
     parser.add_argument("--output", type=Path, default=Path(__file__).parents[1] / "data" / "models")
     parser.add_argument("--only", nargs="*", choices=sorted(VARIANTS), help="variants to record (default: all)")
+    parser.add_argument(
+        "--tag", help="write golden_<variant>_<tag>.pt (a second golden of a variant, from another kind of CPU)"
+    )
     args = parser.parse_args()
     names = args.only or list(VARIANTS)
     missing = sorted({f"--{VARIANTS[n].repo}" for n in names if getattr(args, VARIANTS[n].repo) is None})
@@ -151,7 +157,7 @@ def main() -> None:
         parser.error(f"{', '.join(missing)} required for {', '.join(names)}")
     for name in names:
         golden = record(VARIANTS[name], getattr(args, VARIANTS[name].repo))
-        path = args.output / f"golden_{name}.pt"
+        path = args.output / (f"golden_{name}_{args.tag}.pt" if args.tag else f"golden_{name}.pt")
         torch.save(golden, path)
         print(f"{path}: margins {golden['margins']}, {path.stat().st_size // 1024} KiB")
 
@@ -237,6 +243,7 @@ def record(variant: Variant, checkout: Path) -> dict[str, Any]:
         },
         "torch_version": str(torch.__version__),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "bf16_kernels": bf16_kernel_fingerprint(),
         "arch": variant.arch,
         "arch_config": {**variant.arch_config, **variant.arcpipe_only},
         "dataset": DATASET,
@@ -249,6 +256,22 @@ def record(variant: Variant, checkout: Path) -> dict[str, Any]:
         "margins": margins,
         **probes,
     }
+
+
+def bf16_kernel_fingerprint() -> str:
+    """sha256 of what this machine's bf16 kernels give on fixed data: a bf16 matmul shaped as URM's down_proj here
+    and a bf16 depthwise Conv1d shaped as its conv (the only parts of URM that stay bf16 in a float64 forward).
+    Where a machine's fingerprint equals a golden's, its kernels round as the recording machine's did, and the
+    URM replay is compared tightly (test_upstream_parity.py). The same function is in that test."""
+    g = torch.Generator().manual_seed(0)
+    u = torch.randn(3, 28, 256, generator=g).to(torch.bfloat16)
+    w = (torch.randn(16, 256, generator=g) / 16).to(torch.bfloat16)
+    conv_w = torch.randn(256, 1, 2, generator=g).to(torch.bfloat16)
+    conv_b = torch.randn(256, generator=g).to(torch.bfloat16)
+    with torch.no_grad():
+        out = F.linear(u, w).float().numpy().tobytes()
+        out += F.conv1d(u.transpose(1, 2), conv_w, conv_b, padding=1, groups=256).float().numpy().tobytes()
+    return hashlib.sha256(out).hexdigest()
 
 
 def _batch(g: torch.Generator) -> dict[str, torch.Tensor]:

@@ -131,6 +131,9 @@ class URMConfig(CoreConfig):
     L_cycles: int = Field(gt=0)
     pos_encodings: Literal["rope"] = "rope"  # upstream always builds RoPE
     conv_dtype: Literal["bfloat16", "forward"] = "bfloat16"  # upstream's bf16 conv, or the forward dtype
+    # how the conv is computed: upstream's nn.Conv1d call (rounds as upstream's code on any device), or the faster
+    # elementwise form (w0*u[t-1] + w1*u[t] + b, rounded once; fused by the compiler): models/layers.ConvSwiGLU
+    conv_impl: Literal["conv1d", "elementwise"] = "conv1d"
 
     def halt_kwargs(self) -> dict[str, Any]:
         return dict(halt_max_steps=self.loops, halt_exploration_prob=URM_EXPLORATION_PROB)

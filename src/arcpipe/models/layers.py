@@ -176,32 +176,49 @@ class ConvSwiGLU(nn.Module):
 
     The conv weight [inter, 1, 2] and bias [inter] are parameters in `dtype` (upstream's nn.Conv1d keys and shapes),
     and the conv, its SiLU and down_proj run in it: upstream hard-codes bf16 whatever the forward dtype
-    (URMConfig.conv_dtype picks).
+    (URMConfig.conv_dtype picks). `impl` (URMConfig.conv_impl) picks how the conv is computed:
 
-    The conv is computed as what it is, out[t] = w0 * u[t-1] + w1 * u[t] + b, elementwise on the (B, T, inter)
-    layout, accumulated in fp32 (at least) and rounded once to the conv dtype, as a bf16 convolution accumulates.
-    Upstream calls nn.Conv1d on the transposed activations: a transpose copy in, a depthwise convolution kernel
-    (and its weight-gradient kernel) and a transpose copy out, four times per loop; here the compiler fuses the
-    whole MLP's elementwise work into the kernels around the two matrix products (benchmarks/RESULTS.md, URM).
+    * "conv1d" (the default): upstream's call, nn.Conv1d on the transposed (B, inter, T) activations, padding 1 on
+      both sides and the first T outputs kept. It rounds as upstream's code does on the same device, whatever the
+      device's convolution kernel does (cuDNN, oneDNN or torch's own CPU kernel), so an imported checkpoint answers as
+      upstream's evaluation does (tests/unit/eval/test_import_answers.py).
+    * "elementwise": the conv as what it is, out[t] = w0 * u[t-1] + w1 * u[t] + b on the (B, T, inter) layout,
+      accumulated in fp32 (at least) and rounded once to the conv dtype. No transposes and no convolution kernels
+      (upstream's path is a transpose copy in, a depthwise convolution kernel and its weight-gradient kernel, and a
+      transpose copy out, four times per loop), so the compiler fuses the MLP's elementwise work into the kernels
+      around the two matrix products (benchmarks/RESULTS.md, URM). Where the device's bf16 convolution rounds
+      otherwise than once from an fp32 sum in this order, its outputs differ by a bf16 step here and there, and the
+      model's answers can follow; on the 2-core AMD EPYC (AVX2) of this repository's tests both give the same bits.
     """
 
-    def __init__(self, hidden_size: int, expansion: float, dtype: torch.dtype) -> None:
+    def __init__(
+        self, hidden_size: int, expansion: float, dtype: torch.dtype, impl: Literal["conv1d", "elementwise"] = "conv1d"
+    ) -> None:
         super().__init__()
+        if impl not in ("conv1d", "elementwise"):
+            raise ValueError(f"conv impl {impl!r}: expected 'conv1d' or 'elementwise'")
         inter = intermediate_size(hidden_size, expansion)
+        self.impl = impl
         self.gate_up_proj = CastedLinear(hidden_size, 2 * inter, bias=False)
         self.dwconv = nn.Conv1d(inter, inter, kernel_size=2, padding=1, groups=inter, bias=True).to(dtype)
         self.down_proj = CastedLinear(inter, hidden_size, bias=False)
 
     def forward(self, x: Tensor) -> Tensor:
         gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
-        weight, bias = self.dwconv.weight, self.dwconv.bias
-        acc = torch.promote_types(weight.dtype, torch.float32)
-        u = (F.silu(gate) * up).to(weight.dtype).to(acc)  # rounded to the conv dtype, as upstream's cast
-        previous = F.pad(u[:, :-1], (0, 0, 1, 0))  # u[t-1], zero before the first token (the conv's left padding)
-        u = (previous * weight[:, 0, 0].to(acc) + u * weight[:, 0, 1].to(acc) + bias.to(acc)).to(weight.dtype)
+        if self.impl == "conv1d":
+            u = (F.silu(gate) * up).transpose(1, 2).to(self.dwconv.weight.dtype)  # (B, inter, T) in the conv dtype
+            u = self.dwconv(u)[..., : x.shape[1]]  # padding 1 on both sides, the first T outputs
+            u = F.silu(u).transpose(1, 2).contiguous()
+        else:
+            weight, bias = self.dwconv.weight, self.dwconv.bias
+            acc = torch.promote_types(weight.dtype, torch.float32)
+            u = (F.silu(gate) * up).to(weight.dtype).to(acc)  # rounded to the conv dtype, as upstream's cast
+            previous = F.pad(u[:, :-1], (0, 0, 1, 0))  # u[t-1], zero before the first token (the left padding)
+            u = (previous * weight[:, 0, 0].to(acc) + u * weight[:, 0, 1].to(acc) + bias.to(acc)).to(weight.dtype)
+            u = F.silu(u)
         # down_proj casts its weight to the conv dtype, as upstream; the exact cast back to x's dtype is what
         # upstream's residual sum (forward dtype + bf16) does by type promotion
-        return self.down_proj(F.silu(u)).to(x.dtype)
+        return self.down_proj(u).to(x.dtype)
 
 
 class Block(nn.Module):
@@ -220,13 +237,17 @@ class Block(nn.Module):
         mlp: Literal["swiglu", "conv_swiglu"] = "swiglu",
         mlp_t_len: int | None = None,
         dtype: torch.dtype = torch.float32,
+        conv_impl: Literal["conv1d", "elementwise"] = "conv1d",
     ) -> None:
         super().__init__()
         if mlp_t_len is not None:
             self.mlp_t = SwiGLU(mlp_t_len, expansion)
         else:
             self.self_attn = Attention(hidden_size, num_heads)
-        self.mlp = ConvSwiGLU(hidden_size, expansion, dtype) if mlp == "conv_swiglu" else SwiGLU(hidden_size, expansion)
+        if mlp == "conv_swiglu":
+            self.mlp: nn.Module = ConvSwiGLU(hidden_size, expansion, dtype, conv_impl)
+        else:
+            self.mlp = SwiGLU(hidden_size, expansion)
         self.norm_eps = rms_norm_eps
 
     def forward(self, h: Tensor, cos_sin: CosSin) -> Tensor:

@@ -9,6 +9,9 @@ is q_halt > 0 with exploration probability 0.1, hard-coded upstream and here.
 Upstream's conv (its weight and bias, the conv, its SiLU and down_proj) is bf16 whatever the forward dtype, so an
 upstream checkpoint run in fp32 on CPU still rounds there. `conv_dtype: bfloat16` (the default) does the same, so
 imported checkpoints answer as upstream's code does; `forward` runs the conv in the forward dtype instead.
+`conv_impl: conv1d` (the default) computes the conv with upstream's call (nn.Conv1d on the (B, inter, T) layout), so
+it rounds as upstream's does on any device; `elementwise` is the faster fused form (layers.ConvSwiGLU), a choice a
+run makes in its config and its checkpoint records.
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ class URM(RecursiveCore):
         self.config = config
         conv_dtype = torch.bfloat16 if config.conv_dtype == "bfloat16" else self.forward_dtype
         self.layers = nn.ModuleList(
-            Block(**config.block_kwargs(), mlp="conv_swiglu", dtype=conv_dtype) for _ in range(config.num_layers)
+            Block(**config.block_kwargs(), mlp="conv_swiglu", dtype=conv_dtype, conv_impl=config.conv_impl)
+            for _ in range(config.num_layers)
         )
         self.init_hidden = init_state(config.hidden_size, self.forward_dtype)
 

@@ -10,18 +10,22 @@ every parameter's gradient summed over them. The regime is well conditioned, so 
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+import torch.nn.functional as F
 
+from arcpipe.models import layers
 from arcpipe.models.registry import build_model, count_parameters, make_arch_config
 
 DATA = Path(__file__).parents[2] / "data" / "models"
 UPSTREAM = json.loads((DATA / "upstream_keys.json").read_text())
-VARIANTS = ["trm", "trm_mlpt", "trm_learned", "hrm", "urm", "urm_conv_forward", "transformer"]
+VARIANTS = ["trm", "trm_mlpt", "trm_learned", "hrm", "urm", "urm_avx2", "urm_conv_forward", "transformer"]
+BF16_URM = ["urm", "urm_avx2"]  # URM goldens with upstream's bf16 conv, each recorded on another kind of CPU
 
 # Tolerances, from the differences measured between arcpipe and the goldens on an AVX-512 machine with
 # ATEN_CPU_CAPABILITY native, avx2 and default (and ONEDNN_MAX_CPU_ISA=AVX2, which changes bf16 matmuls):
@@ -32,11 +36,19 @@ VARIANTS = ["trm", "trm_mlpt", "trm_learned", "hrm", "urm", "urm_conv_forward", 
 # * fp32 tensors: Q values (upstream casts them to fp32), the Q losses summed in fp32, the total loss that adds
 #   them, fp32 parameter gradients (casts of float64 sums) and metric sums: measured up to 2.4e-7 (default
 #   capability's fp32 BCE), so a few fp32 ulps: 1e-6.
-# * URM's default conv runs in bf16 as upstream's (conv, SiLU, down_proj): where a machine rounds a bf16 matmul's
-#   fp32 sum the other way, that element moves by a bf16 step (2^-8) and the rest follows. With oneDNN limited to
-#   AVX2 (or SSE4.1): logits up to 5.2e-3, gradients up to 7.7e-3 of their largest entry (two bf16 steps of the
-#   bf16 conv bias); 3e-2 leaves four times that. The conv's own semantics are checked on one call instead
-#   (`_assert_bf16_close`), and everything but the bf16 rounding by urm_conv_forward to 1e-9.
+# * URM's default conv runs in bf16 as upstream's (conv, SiLU, down_proj). On a machine whose bf16 kernels round as
+#   the recording machine's did (the golden's `bf16_kernels` fingerprint is this machine's), arcpipe's default path
+#   (upstream's nn.Conv1d call) gives upstream's numbers to the bit, so the float64/fp32 tolerances above hold:
+#   measured 0 on the 2-core AMD EPYC that recorded golden_urm_avx2.pt. There, a conv that rounds otherwise fails:
+#   its sum rounded to bf16 before the bias moves logits by 9.6e-3, `conv_dtype: forward` by 2.2e-2, and the
+#   elementwise conv (`conv_impl: elementwise`), equal in the forward there, moves gradients by 7.7e-3 of their
+#   largest entry (test_urm_replay_fails_another_conv_rounding).
+#   Elsewhere (another kernel set: oneDNN's AVX-512 bf16 matmul, ATEN_CPU_CAPABILITY=default's conv) a bf16 result
+#   rounds the other way now and then, that element moves by a bf16 step (2^-8) and the rest follows: logits up to
+#   5.2e-3, gradients up to 7.7e-3 of their largest entry; BF16_CONV (3e-2) leaves four times that, and the conv's
+#   own semantics are checked on one call instead (`_assert_bf16_close`), and everything but the bf16 rounding by
+#   urm_conv_forward to 1e-9. BF16_CONV is wide enough for a conv rounded otherwise to go through: only the
+#   fingerprinted comparison tells the conv's rounding apart.
 FLOAT64 = dict(atol=1e-9, rtol=1e-9)
 FLOAT32 = dict(atol=1e-6, rtol=1e-6)
 BF16_CONV = dict(atol=3e-2, rtol=3e-2)
@@ -67,10 +79,46 @@ def test_arc_preset_state_dict_equals_upstream_layout(arch: str) -> None:
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_outputs_and_gradients_equal_upstream_golden(variant: str) -> None:
     golden = _load(variant)
-    steps, grads = _replay(golden, _build(golden))
+    wide = variant in BF16_URM and not _same_bf16_kernels(golden)
+    _assert_replay_equals(golden, _build(golden), wide_bf16=wide, variant=variant)
+
+
+@pytest.mark.numeric
+@pytest.mark.parametrize("plant", ["rounded_before_bias", "conv_dtype_forward", "elementwise"])
+def test_urm_replay_fails_another_conv_rounding(plant: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a conv that rounds otherwise than upstream's fails the replay where the kernels are the golden's; the first
+    # also passes BF16_CONV, the tolerance every other machine gets (why the comparison needs the fingerprint)
+    variant = next((v for v in BF16_URM if _same_bf16_kernels(_load(v))), None)
+    if variant is None:
+        pytest.skip("no URM golden was recorded on a machine whose bf16 kernels round as this one's")
+    golden = _load(variant)
+    overrides = {"conv_dtype_forward": {"conv_dtype": "forward"}, "elementwise": {"conv_impl": "elementwise"}}
+    if plant == "rounded_before_bias":
+        monkeypatch.setattr(layers.ConvSwiGLU, "forward", _conv_rounded_before_bias)
+    with pytest.raises(AssertionError):
+        _assert_replay_equals(golden, _build(golden, **overrides.get(plant, {})), wide_bf16=False, variant=variant)
+    if plant == "rounded_before_bias":
+        _assert_replay_equals(golden, _build(golden, **overrides.get(plant, {})), wide_bf16=True, variant=variant)
+
+
+def _conv_rounded_before_bias(self: layers.ConvSwiGLU, x: torch.Tensor) -> torch.Tensor:
+    """ConvSwiGLU whose conv rounds w0*u[t-1] + w1*u[t] to bf16, then adds the bias and rounds again."""
+    gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
+    weight, bias = self.dwconv.weight, self.dwconv.bias
+    u = (F.silu(gate) * up).to(weight.dtype).float()
+    previous = F.pad(u[:, :-1], (0, 0, 1, 0))
+    u = (previous * weight[:, 0, 0].float() + u * weight[:, 0, 1].float()).to(weight.dtype)
+    u = (u.float() + bias.float()).to(weight.dtype)
+    return self.down_proj(F.silu(u)).to(x.dtype)
+
+
+def _assert_replay_equals(golden: dict[str, Any], head: torch.nn.Module, *, wide_bf16: bool, variant: str) -> None:
+    """The golden's steps replayed on `head` equal the golden's; wide_bf16: everything to BF16_CONV (URM's bf16
+    parts on a machine whose bf16 kernels round otherwise than the recording machine's)."""
+    steps, grads = _replay(golden, head)
 
     def tol(tensor: torch.Tensor, fp32: bool = False) -> dict[str, float]:
-        if variant == "urm":
+        if wide_bf16:
             return BF16_CONV
         return FLOAT64 if tensor.dtype == torch.float64 and not fp32 else FLOAT32
 
@@ -119,6 +167,24 @@ def test_urm_conv_probe_tells_the_conv_dtypes_apart() -> None:
         got = _build(golden, conv_dtype="forward").get_submodule(probe["module"])(probe["input"])
     with pytest.raises(AssertionError, match="differ"):
         _assert_bf16_close(got, probe["output"])
+
+
+def _same_bf16_kernels(golden: dict[str, Any]) -> bool:
+    """This machine's bf16 kernels round as those of the machine that recorded `golden` (its fingerprint)."""
+    return golden.get("bf16_kernels") == bf16_kernel_fingerprint()
+
+
+def bf16_kernel_fingerprint() -> str:
+    """tests/tools/record_goldens.py's fingerprint of the bf16 matmul and depthwise Conv1d (the same code)."""
+    g = torch.Generator().manual_seed(0)
+    u = torch.randn(3, 28, 256, generator=g).to(torch.bfloat16)
+    w = (torch.randn(16, 256, generator=g) / 16).to(torch.bfloat16)
+    conv_w = torch.randn(256, 1, 2, generator=g).to(torch.bfloat16)
+    conv_b = torch.randn(256, generator=g).to(torch.bfloat16)
+    with torch.no_grad():
+        out = F.linear(u, w).float().numpy().tobytes()
+        out += F.conv1d(u.transpose(1, 2), conv_w, conv_b, padding=1, groups=256).float().numpy().tobytes()
+    return hashlib.sha256(out).hexdigest()
 
 
 def _load(variant: str) -> dict[str, Any]:
