@@ -42,7 +42,7 @@ from arcpipe.train.checkpoint import (
     save_atomic,
 )
 from arcpipe.train.sampler import batch_rows, canvas_draws, collate, halt_min_steps, plan_for
-from arcpipe.train.schedule import lr_at, total_steps
+from arcpipe.train.schedule import lr_at, schedule_step, total_steps
 from arcpipe.train.tracking import MetricsLog, Progress, WandbMirror
 
 log = logging.getLogger(__name__)
@@ -280,20 +280,22 @@ class Trainer:
 
     def lr_of(self, base_lr: float, step: int, batch_index: int, plan: Any) -> float:
         """The lr of an optimizer whose base rate is `base_lr` at step `step` (see lr_factor), rounded as upstream:
-        per step, TRM's and HRM's compute_lr put base_lr inside the schedule (base_lr * step / warmup, which differs
+        per step, upstream's compute_lr puts base_lr inside the schedule (base_lr * step / warmup, which differs
         from base_lr * (step / warmup) in the last bit at some steps: tests/unit/train/test_trainer_parity.py);
         per epoch, upstream VARC's LambdaLR multiplies base_lr by the factor."""
         run = self.run
         if run.lr_warmup_epochs is None:
-            return lr_at(step, base_lr, run.lr_warmup_steps, self.total_steps, run.lr_min_ratio)
+            at = schedule_step(run.arch, step)
+            return lr_at(at, base_lr, run.lr_warmup_steps, self.total_steps, run.lr_min_ratio)
         return base_lr * self.lr_factor(step, batch_index, plan)
 
     def lr_factor(self, step: int, batch_index: int, plan: Any) -> float:
         """The rate of optimizer step `step` (from 1), the step on batch `batch_index` (from 0) of `plan`, as a
-        fraction of the run's lr: per step (lr_warmup_steps), or per epoch as upstream VARC (lr_warmup_epochs)."""
+        fraction of the run's lr: per step (lr_warmup_steps; URM's schedule a step behind TRM's and HRM's:
+        schedule.schedule_step), or per epoch as upstream VARC (lr_warmup_epochs)."""
         run = self.run
         if run.lr_warmup_epochs is None:
-            return lr_at(step, 1.0, run.lr_warmup_steps, self.total_steps, run.lr_min_ratio)
+            return lr_at(schedule_step(run.arch, step), 1.0, run.lr_warmup_steps, self.total_steps, run.lr_min_ratio)
         # the epoch (from 0) the batch falls in: a pass is eval_interval epochs of plan.num_batches batches in all.
         # Upstream's LambdaLR steps once after each epoch: its epoch e (from 0) trains at the factor of e
         epoch = run.eval_interval * self.position.pass_index + run.eval_interval * batch_index // plan.num_batches

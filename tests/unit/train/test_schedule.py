@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from arcpipe.train.schedule import lr_at, total_steps
+from arcpipe.train.schedule import lr_at, schedule_step, total_steps
 
 
 @pytest.mark.parametrize(
@@ -32,3 +32,13 @@ def test_cosine_decays_to_min_ratio():
     assert lr_at(warm, base, warm, total, r) == pytest.approx(1.0)
     assert lr_at(60, base, warm, total, r) == pytest.approx(r + (1 - r) * 0.5 * (1 + math.cos(math.pi * 0.5)))
     assert lr_at(total, base, warm, total, r) == pytest.approx(r)
+
+
+@pytest.mark.parametrize("arch", ["trm", "hrm", "transformer", "urm"])
+def test_urm_evaluates_the_schedule_a_step_behind(arch):
+    """TRM's and HRM's trainers count the step before computing its lr; URM's after the update, so its first update
+    has lr 0 and its step s the rate TRM gives step s - 1 (docs/reference/upstream-recursive.md 8.3)."""
+    behind = arch == "urm"
+    assert [schedule_step(arch, s) for s in (1, 2, 500)] == ([0, 1, 499] if behind else [1, 2, 500])
+    first = lr_at(schedule_step(arch, 1), 1e-4, 2000, 518_226, 1.0)
+    assert first == (0.0 if behind else 1e-4 / 2000)
