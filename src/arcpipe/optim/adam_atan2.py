@@ -1,6 +1,7 @@
 """AdamATan2 (PyPI `adam-atan2` 0.0.3, as upstream trains with): Adam with atan2 in place of the epsilon division.
 
-Per parameter, step t from 1, maths in fp32, state in the parameter's dtype:
+Per parameter, step t from 1, maths in fp32 (float64 for a float64 parameter: the CUDA kernel's opmath type),
+state in the parameter's dtype:
 
     p <- p * (1 - lr * wd)
     m <- lerp(m, g, 1 - beta1);  v <- lerp(v, g^2, 1 - beta2)
@@ -50,16 +51,18 @@ def adam_atan2_foreach_(
 ) -> None:
     """One AdamATan2 update in place on lists of tensors of one device and dtype.
 
-    step_size, bc2_sqrt: (N,) fp32, lr / (1 - beta1^t) and sqrt(1 - beta2^t) of each tensor's step t; wd_alpha:
-    0-dim fp32, 1 - lr * wd. They come as tensors so that a compiled version is not recompiled when the schedule
-    changes lr. mbeta1, mbeta2: 1 - beta1, 1 - beta2. The operations are those of the per-parameter loop this
-    replaced, in its order, so eager results are bitwise that loop's (tests/unit/optim/test_adam_atan2.py).
+    step_size, bc2_sqrt: (N,) in the maths dtype (fp32; float64 for float64 parameters, as the kernel's opmath type),
+    lr / (1 - beta1^t) and sqrt(1 - beta2^t) of each tensor's step t; wd_alpha: 0-dim, 1 - lr * wd, in that dtype.
+    They come as tensors so that a compiled version is not recompiled when the schedule changes lr. mbeta1, mbeta2:
+    1 - beta1, 1 - beta2. The operations are those of the per-parameter loop this replaced, in its order, so eager
+    results are bitwise that loop's (tests/unit/optim/test_adam_atan2.py).
     """
-    fp32 = params[0].dtype == torch.float32
-    p32 = [p.float() for p in params]  # fp32: the tensors themselves, updated in place
-    g32 = [g.float() for g in grads]
-    m32 = [m.float() for m in exp_avgs]
-    v32 = [v.float() for v in exp_avg_sqs]
+    math = step_size.dtype
+    native = params[0].dtype == math
+    p32 = [p.to(math) for p in params]  # in the maths dtype: the tensors themselves, updated in place
+    g32 = [g.to(math) for g in grads]
+    m32 = [m.to(math) for m in exp_avgs]
+    v32 = [v.to(math) for v in exp_avg_sqs]
     torch._foreach_mul_(p32, wd_alpha)
     torch._foreach_lerp_(m32, g32, mbeta1)
     update = torch._foreach_mul(g32, g32)  # the one temporary: g^2, then the update
@@ -71,23 +74,26 @@ def adam_atan2_foreach_(
         torch.atan2(m, u, out=u)  # torch has no foreach atan2
     torch._foreach_mul_(update, list(step_size.unbind()))
     torch._foreach_sub_(p32, update)
-    if not fp32:
+    if not native:
         torch._foreach_copy_(params, p32)
         torch._foreach_copy_(exp_avgs, m32)
         torch._foreach_copy_(exp_avg_sqs, v32)
 
 
-def bias_corrections(steps: Tensor, lr: float, beta1: float, beta2: float) -> tuple[Tensor, Tensor]:
-    """(lr / (1 - beta1^t), sqrt(1 - beta2^t)) in fp32 for step counts t (N,), on their device, with no host sync.
+def bias_corrections(
+    steps: Tensor, lr: float, beta1: float, beta2: float, dtype: torch.dtype = torch.float32
+) -> tuple[Tensor, Tensor]:
+    """(lr / (1 - beta1^t), sqrt(1 - beta2^t)) in `dtype` (the maths dtype) for step counts t (N,), on their device,
+    with no host sync.
 
     Computed in float64, as the CUDA kernel's pow and the per-parameter rule's Python `beta**t` are, and rounded to
-    fp32 once. torch's float64 pow and libm's may differ in the last float64 bit; the fp32 results agree (checked
+    `dtype` once. torch's float64 pow and libm's may differ in the last float64 bit; the fp32 results agree (checked
     for t up to 10^6 in tests/unit/optim/test_adam_atan2.py).
     """
     t = steps.double()
     # full_like then div: `lr / tensor` is reciprocal(tensor) * lr in torch, rounded twice
     step_size = torch.full_like(t, lr).div_(1 - beta1**t)
-    return step_size.float(), (1 - beta2**t).sqrt_().float()
+    return step_size.to(dtype), (1 - beta2**t).sqrt_().to(dtype)
 
 
 class AdamATan2(EagerOptimizer):
@@ -140,8 +146,10 @@ class AdamATan2(EagerOptimizer):
                 if self.backend == "cuda-ext":
                     _cuda_ext.adam_atan2_cuda_impl_(ps, gs, ms, vs, ts, lr, beta1, beta2, wd)
                     continue
-                step_size, bc2_sqrt = bias_corrections(torch.stack(ts), lr, beta1, beta2)
-                wd_alpha = torch.full((), 1 - lr * wd, dtype=torch.float32, device=device)
+                # the kernel's opmath type: float64 for float64 parameters, else fp32
+                math = torch.float64 if ps[0].dtype == torch.float64 else torch.float32
+                step_size, bc2_sqrt = bias_corrections(torch.stack(ts), lr, beta1, beta2, math)
+                wd_alpha = torch.full((), 1 - lr * wd, dtype=math, device=device)
                 self._update(ps, gs, ms, vs, step_size, bc2_sqrt, wd_alpha, 1 - beta1, 1 - beta2)
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:

@@ -108,3 +108,33 @@ def test_backend_is_said_and_logged(caplog: pytest.LogCaptureFixture) -> None:
         opt = AdamATan2([torch.nn.Parameter(torch.zeros(3))], compile=False)
     assert opt.backend == "torch"
     assert "AdamATan2 backend: torch" in caplog.text
+
+
+@pytest.mark.numeric
+def test_a_float64_parameter_steps_in_float64_as_the_kernel() -> None:
+    """The CUDA kernel computes in at::opmath_type of the parameter's dtype: double for a float64 parameter (URM's
+    conv in a float64 parity run), so its update is not rounded to fp32. A float64 parameter here takes the update
+    of the kernel's formula in float64, next to an fp32 one that is unchanged; fp32 maths would be ~1e-9 away."""
+    g = torch.Generator().manual_seed(0)
+    start = torch.randn(257, generator=g, dtype=torch.float64) * 0.3
+    p64, p32 = torch.nn.Parameter(start.clone()), torch.nn.Parameter(start.float())
+    reference_p32 = torch.nn.Parameter(start.float())
+    lr, (beta1, beta2), wd = 1e-3, (0.9, 0.95), 0.1
+    opt = AdamATan2([p64, p32], lr=lr, betas=(beta1, beta2), weight_decay=wd, compile=False)
+    fp32_only = AdamATan2([reference_p32], lr=lr, betas=(beta1, beta2), weight_decay=wd, compile=False)
+    want, m, v = start.clone(), torch.zeros_like(start), torch.zeros_like(start)
+    for t in range(1, 31):
+        grad = torch.randn(257, generator=g, dtype=torch.float64) * 10.0 ** (t % 5 - 3)
+        p64.grad, p32.grad, reference_p32.grad = grad.clone(), grad.float(), grad.float()
+        opt.step()
+        fp32_only.step()
+        want = want * (1 - lr * wd)
+        m = m.lerp(grad, 1 - beta1)
+        v = v.lerp(grad * grad, 1 - beta2)
+        want = want - lr / (1 - beta1**t) * torch.atan2(m, v.sqrt() / math.sqrt(1 - beta2**t))
+    assert p64.dtype == torch.float64 and opt.state[p64]["exp_avg"].dtype == torch.float64
+    # torch's float64 pow in the bias corrections may differ from Python's in the last bit
+    torch.testing.assert_close(p64.detach(), want, rtol=1e-14, atol=1e-15)
+    torch.testing.assert_close(opt.state[p64]["exp_avg"], m, rtol=1e-14, atol=0)
+    assert (p64.detach() - want).abs().max() < 1e-3 * (p64.detach().float().double() - want).abs().max()
+    assert torch.equal(p32, reference_p32)  # the fp32 parameter's update is what it was
