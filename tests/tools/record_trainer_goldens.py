@@ -33,7 +33,16 @@ The dataset (make_dataset) is small and in upstream's on-disk format, with seq_l
 float64 step take seconds on a CPU, and the test must replay 100+ steps in seconds. It is stored in the golden
 (a few KiB) and the test writes it out for arcpipe's trainer. The regime: global batch 8, warm-up 20 steps then a
 cosine to lr_min_ratio 0.1 over upstream's estimated total_steps, one pass of all epochs (no evaluation), ACT with
-4 steps at most and exploration 0.5 (rows halt at different steps, so the carry crosses batches), EMA on (TRM).
+4 steps at most and exploration 0.5 (rows halt at different steps, so the carry crosses batches), EMA on (TRM, URM).
+
+URM (its own `pretrain.py`): `loops` 4 is its ACT limit and its exploration probability is hard-coded (0.1);
+`grad_accum_steps` 1 and `target_q_update_every` (required, ignored by its model) go to upstream only. Two
+interventions, both outside the training arithmetic: its `save_code_and_config`, which `launch` calls with one of
+its two arguments (a TypeError before the first step), is replaced by a no-op (it only writes the config); and
+its ConvSwiGLU's bf16 `dwconv` is moved to the forward dtype in `create_model`, before any step (in place: the
+optimizers hold the same parameters), as tests/tools/record_goldens.py's urm_conv_forward does; arcpipe runs
+`conv_dtype: forward` (the golden's arch_config says so). Its end-of-pass evaluation (twice: loops and loops + 8)
+and checkpoint run after the last step and change nothing recorded.
 """
 
 from __future__ import annotations
@@ -104,6 +113,29 @@ FAMILIES: dict[str, dict[str, Any]] = {
             puzzle_emb_ndim=24,
         ),
         "train": dict(**_TRAIN, epochs=45),
+    },
+    # URM: `loops` is its ACT limit and its exploration probability is hard-coded (0.1); upstream's bf16 dwconv is
+    # moved to the forward dtype after construction (as record_goldens.py's urm_conv_forward), arcpipe's conv_dtype
+    # forward: a bf16 conv would round differently on the two sides and the difference would grow over 100+ steps.
+    # Accumulation 1: upstream's grad_accum_steps means another thing than arcpipe's (the test's docstring)
+    "urm": {
+        "arch": "urm",
+        "arch_config": dict(
+            hidden_size=16,
+            num_heads=2,
+            expansion=2,
+            forward_dtype="float64",
+            loops=4,
+            H_cycles=2,
+            L_cycles=1,
+            num_layers=1,
+        ),
+        "arcpipe_arch": dict(conv_dtype="forward"),
+        "conv_follows_forward_dtype": True,
+        "exploration_prob": 0.1,
+        "train": dict(**_TRAIN, epochs=45, ema=True, ema_rate=0.999),
+        # target_q_update_every: required by URM's config; its model ignores the flag
+        "upstream_only": dict(grad_accum_steps=1, target_q_update_every=4),
     },
 }
 
@@ -262,6 +294,10 @@ def _run(family: str, spec: dict[str, Any], data: Path, cpu: Path, logged: list)
             common.trunc_normal_init_(inner.q_head.weight, std=hidden**-0.5)
             inner.q_head.bias.zero_()
             common.trunc_normal_init_(inner.puzzle_emb.weights, std=hidden**-0.5)
+        if spec.get("conv_follows_forward_dtype"):  # in place: the optimizers hold the same parameters
+            for module in model.modules():
+                if hasattr(module, "dwconv"):
+                    module.dwconv.to(getattr(torch, spec["arch_config"]["forward_dtype"]))
         state["initial"] = {k: v.detach().clone() for k, v in model.state_dict().items()}
         model.model.register_forward_hook(_act_hook(state, family))
         return model, optimizers, optimizer_lrs
@@ -326,6 +362,10 @@ def _run(family: str, spec: dict[str, Any], data: Path, cpu: Path, logged: list)
 
     pretrain.train_batch = train_batch
     pretrain.create_model = create_model
+    if hasattr(pretrain, "save_code_and_config"):
+        # URM's launch calls it with one of its two arguments (a TypeError before the first step); it only writes
+        # the config next to the checkpoints
+        pretrain.save_code_and_config = lambda *a, **k: None
 
     overrides = _overrides(spec, data, cpu)
     # imported, pretrain.py's module-relative config path is looked up as a package: name its folder instead
@@ -339,7 +379,7 @@ def _run(family: str, spec: dict[str, Any], data: Path, cpu: Path, logged: list)
     assert [s["step"] for s in steps] == list(range(1, len(steps) + 1))
     final = _train_state(train_state)
     final["ema"] = _ema_state(state)
-    prob = spec["arch_config"]["halt_exploration_prob"]
+    prob = spec.get("exploration_prob", spec["arch_config"].get("halt_exploration_prob"))
     out_steps = []
     for s in steps:
         m = {k.removeprefix("train/"): float(v) for k, v in s["metrics"].items()}
@@ -358,7 +398,11 @@ def _run(family: str, spec: dict[str, Any], data: Path, cpu: Path, logged: list)
     return {
         "family": family,
         "arch": spec["arch"],
-        "arch_config": {k: v for k, v in spec["arch_config"].items() if k != "forward_dtype"},
+        # arcpipe's arch fields: upstream's (less the forward dtype, a Trainer argument) and arcpipe's own
+        "arch_config": {
+            **{k: v for k, v in spec["arch_config"].items() if k != "forward_dtype"},
+            **spec.get("arcpipe_arch", {}),
+        },
         "forward_dtype": spec["arch_config"]["forward_dtype"],
         "train": spec["train"],
         "total_steps": train_state.total_steps,
@@ -386,6 +430,7 @@ def _overrides(spec: dict[str, Any], data: Path, cpu: Path) -> list[str]:
         "run_name": "parity",
         "checkpoint_path": cpu / "checkpoints",
         **train,
+        **spec.get("upstream_only", {}),
         **{f"arch.{k}": v for k, v in spec["arch_config"].items()},
     }
     # ++: set whether or not the yaml has the key
