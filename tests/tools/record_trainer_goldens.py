@@ -259,7 +259,8 @@ def record(family: str, tree: Path, adam_src: Path, work: Path, output: Path) ->
         "repo": UPSTREAM[family][0],
         "commit": UPSTREAM[family][1],
         "device_rewrites": edits,
-        "overrides": golden.pop("overrides"),
+        # the scratch folder's name is this machine's, not the golden's: SCRATCH in its place
+        "overrides": [o.replace(str(work), "SCRATCH") for o in golden.pop("overrides")],
     }
     arrays = {
         p.stem.removeprefix("all__"): torch.from_numpy(np.load(p)) for p in sorted((data / "train").glob("*.npy"))
