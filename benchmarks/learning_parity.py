@@ -1,8 +1,8 @@
 """Learning curves beside upstream's: arcpipe's default training path and upstream's own trainer, same data, same
 configuration, several seeds each, with an equivalence test on the final figures.
 
-    python benchmarks/learning_parity.py --trm TRM --adam-atan2 SDIST [--seeds 0 1 2] [--epochs 160]
-        [--eval-interval 40] [--arcpipe-epochs 148 37] [--work DIR] [--out benchmarks/learning_parity]
+    python benchmarks/learning_parity.py --trm TRM --adam-atan2 SDIST [--seeds 0 1 2] [--epochs 80]
+        [--eval-interval 20] [--arcpipe-epochs EPOCHS INTERVAL] [--work DIR] [--out benchmarks/learning_parity]
 
 TRM is a scratch checkout of upstream TinyRecursiveModels (outside this repository) and SDIST the unpacked source
 distribution of adam-atan2 0.0.3; upstream's extra dependencies (hydra-core, omegaconf, coolname, argdantic) must
@@ -18,10 +18,9 @@ tasks' demonstrations (translated), the test split their test inputs (11 example
 steps then constant (lr_min_ratio 1), AdamATan2 betas (0.9, 0.95), weight decay 0.1, puzzle-embedding SignSGD lr
 1e-2 and weight decay 0.1, no EMA, float32 forward (arcpipe's CPU default; upstream's `arch.forward_dtype` set to
 float32 on the command line, a config value, so both sides compute in the same precision), `--epochs` epochs with
-an evaluation every `--eval-interval`. The two samplers draw different numbers of batches per epoch on this data
-(upstream's packer drops the rest of the puzzle that overflows a batch, arcpipe's carries it into the next: about
-1.9 against 2.19 steps per epoch here), so `--arcpipe-epochs 148 37` gives arcpipe about upstream's steps at
-upstream's 160/40, and its evaluations at about the same steps: the curves are compared against steps.
+an evaluation every `--eval-interval` (80 and 20: about 155 steps, 39 per evaluation; both samplers cut the puzzle
+that overflows a batch and drop the last partial batch, so they draw about the same steps per epoch: 1.94 here).
+`--arcpipe-epochs` gives arcpipe other epochs where a sampler change makes its steps per epoch differ.
 
 **Sides.**
 
@@ -45,6 +44,11 @@ last evaluation's test token accuracy, exact accuracy, pass@1 and pass@2.
 
 Writes `--out`_trm.json (curves per seed and side, finals, tests) and `--out`_trm.png (both sides' mean curves with
 min-max seed bands).
+
+TRM only so far (VARC, HRM and URM not written yet). At the default 155 steps (about 45 minutes for 3 seeds on the
+shared 2-core VM) the loss and training accuracy move, but the test figures barely leave the trivial level and
+pass@K stays at 0 on both sides (benchmarks/RESULTS.md); where the CPU allows, run longer (for example `--epochs 480
+--eval-interval 120`, about 930 steps: the length at which learning_check.py's run solves a test task).
 """
 
 from __future__ import annotations
@@ -118,8 +122,8 @@ def main() -> None:
     parser.add_argument("--trm", type=Path, help="upstream TinyRecursiveModels checkout (outside the repository)")
     parser.add_argument("--adam-atan2", type=Path, help="adam-atan2 0.0.3's unpacked source distribution")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--epochs", type=int, default=160)
-    parser.add_argument("--eval-interval", type=int, default=40)
+    parser.add_argument("--epochs", type=int, default=80)
+    parser.add_argument("--eval-interval", type=int, default=20)
     parser.add_argument(
         "--arcpipe-epochs",
         type=int,
@@ -198,10 +202,16 @@ def run_all(args: argparse.Namespace, work: Path) -> None:
                 log,
                 dest,
             )
+        ended = {}
+        while len(ended) < len(procs):  # whichever side ends first: each side's own wall time and peak RSS
+            pid, status, usage = os.wait4(-1, 0)
+            side = next((k for k, v in procs.items() if v[0].pid == pid), None)
+            if side is not None:
+                ended[side] = (status, usage, time.monotonic())
         for side, (proc, t0, log, dest) in procs.items():
-            _, status, usage = os.wait4(proc.pid, 0)
+            status, usage, t1 = ended[side]
             proc.returncode = os.waitstatus_to_exitcode(status)
-            wall = time.monotonic() - t0
+            wall = t1 - t0
             log.close()
             if proc.returncode:
                 for other, _, _, _ in procs.values():
