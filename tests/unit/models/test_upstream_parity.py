@@ -43,7 +43,8 @@ BF16_URM = ["urm", "urm_avx2"]  # URM goldens with upstream's bf16 conv, each re
 #   its sum rounded to bf16 before the bias moves logits by 9.6e-3, `conv_dtype: forward` by 2.2e-2, and the
 #   elementwise conv (`conv_impl: elementwise`), equal in the forward there, moves gradients by 7.7e-3 of their
 #   largest entry (test_urm_replay_fails_another_conv_rounding).
-#   Elsewhere (another kernel set: oneDNN's AVX-512 bf16 matmul, ATEN_CPU_CAPABILITY=default's conv) a bf16 result
+#   golden_urm.pt (AVX-512) predates the fingerprint; recorded again on an AVX-512 machine, it gives those the same.
+#   Elsewhere (another kernel set: oneDNN's AVX-512 bf16 matmul, ATEN_CPU_CAPABILITY=default's) a bf16 matmul result
 #   rounds the other way now and then, that element moves by a bf16 step (2^-8) and the rest follows: logits up to
 #   5.2e-3, gradients up to 7.7e-3 of their largest entry; BF16_CONV (3e-2) leaves four times that, and the conv's
 #   own semantics are checked on one call instead (`_assert_bf16_close`), and everything but the bf16 rounding by
