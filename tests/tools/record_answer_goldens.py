@@ -43,7 +43,6 @@ The seeds in FAMILIES are the first that clear the margins (TRM 1, HRM 0, URM 3)
 from __future__ import annotations
 
 import argparse
-import hashlib
 import inspect
 import itertools
 import json
@@ -59,6 +58,8 @@ import torch
 
 TOOLS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TOOLS))
+sys.path.insert(0, str(TOOLS.parent / "unit" / "eval"))
+import answerkit  # noqa: E402
 from record_goldens import UPSTREAM  # noqa: E402
 from upstream_cpu import cpu_stand_ins, cpu_tree  # noqa: E402
 
@@ -187,7 +188,7 @@ def main() -> None:
             "seed": seed,
             "torch_version": str(torch.__version__),
             "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-            "dataset": {"config": TINY_DATASET, **_dataset_hashes(data)},
+            "dataset": {"config": TINY_DATASET, **answerkit.dataset_hashes(data)},
             "margins": result["margins"],
             "margin_required": limit,
             "pass_at": result["pass_at"],
@@ -226,18 +227,6 @@ def _build_dataset(out: Path) -> None:
         shutil.rmtree(out)
     build_dataset(DatasetConfig.model_validate(TINY_DATASET), out, workers=1)
     assert verify_dataset(out)["ok"]
-
-
-def _dataset_hashes(data: Path) -> dict[str, str]:
-    """What the test checks of the dataset it rebuilt: identifiers.json, test_puzzles.json and the test split."""
-    h = hashlib.sha256()
-    for field in ("inputs", "labels", "puzzle_identifiers", "puzzle_indices", "group_indices"):
-        h.update(np.ascontiguousarray(np.load(data / "test" / f"all__{field}.npy")).tobytes())
-    return {
-        "identifiers_sha256": hashlib.sha256((data / "identifiers.json").read_bytes()).hexdigest(),
-        "test_puzzles_sha256": hashlib.sha256((data / "test_puzzles.json").read_bytes()).hexdigest(),
-        "test_split_sha256": h.hexdigest(),
-    }
 
 
 # ---- the child: one family's upstream run, inside its CPU tree ----------------------------------------------

@@ -55,7 +55,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import hashlib
 import importlib
 import io
 import json
@@ -74,6 +73,8 @@ import torch.nn.functional as F
 
 TOOLS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TOOLS))
+sys.path.insert(0, str(TOOLS.parent / "unit" / "eval"))
+import answerkit  # noqa: E402
 from record_varc_goldens import UPSTREAM, _upstream_tree  # noqa: E402
 
 # upstream ARCViT's arguments: the smallest canvas that holds a 30 x 30 grid, 4 x 4 patches, width 32
@@ -162,7 +163,7 @@ def main() -> None:
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "config": CONFIG,
         "attempts": ATTEMPTS,
-        "dataset": _dataset_hashes(data),
+        "dataset": answerkit.dataset_hashes(data),
         **result,
     }
     (out / "upstream.json").write_text(json.dumps(golden) + "\n")
@@ -469,17 +470,6 @@ def _build_dataset(config: dict[str, Any], out: Path) -> None:
         shutil.rmtree(out)
     build_dataset(DatasetConfig.model_validate(config), out, workers=1)
     assert verify_dataset(out)["ok"]
-
-
-def _dataset_hashes(data: Path) -> dict[str, str]:
-    h = hashlib.sha256()
-    for field in ("inputs", "labels", "puzzle_identifiers", "puzzle_indices", "group_indices"):
-        h.update(np.ascontiguousarray(np.load(data / "test" / f"all__{field}.npy")).tobytes())
-    return {
-        "identifiers_sha256": hashlib.sha256((data / "identifiers.json").read_bytes()).hexdigest(),
-        "test_puzzles_sha256": hashlib.sha256((data / "test_puzzles.json").read_bytes()).hexdigest(),
-        "test_split_sha256": h.hexdigest(),
-    }
 
 
 if __name__ == "__main__":

@@ -15,12 +15,11 @@ differences between machines do not move these answers; what does is a different
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+import answerkit
 import pytest
 import torch
 
@@ -93,13 +92,6 @@ def _compare(got: dict[str, Any], upstream: dict[str, Any]) -> tuple[int, list[s
 
 def _check_dataset(recorded: dict[str, Any], dataset: Path) -> None:
     """The dataset the fixture built is the one upstream answered (same names, test puzzles, test split)."""
-    h = hashlib.sha256()
-    for field in ("inputs", "labels", "puzzle_identifiers", "puzzle_indices", "group_indices"):
-        h.update(np.ascontiguousarray(np.load(dataset / "test" / f"all__{field}.npy")).tobytes())
-    got = {
-        "identifiers_sha256": hashlib.sha256((dataset / "identifiers.json").read_bytes()).hexdigest(),
-        "test_puzzles_sha256": hashlib.sha256((dataset / "test_puzzles.json").read_bytes()).hexdigest(),
-        "test_split_sha256": h.hexdigest(),
-    }
+    got = answerkit.dataset_hashes(dataset)
     want = {k: recorded[k] for k in got}
     assert got == want, "the tiny dataset is not the one the goldens were recorded on: re-record them"

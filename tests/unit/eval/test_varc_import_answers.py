@@ -30,12 +30,12 @@ a pass@K cut.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from pathlib import Path
 from typing import Any
 
+import answerkit
 import numpy as np
 import pytest
 import torch
@@ -69,7 +69,9 @@ def dataset(tmp_path_factory: pytest.TempPathFactory, golden: dict[str, Any]) ->
               "num_aug": 50, "views": "varc", "mode": "fast"}  # fmt: skip
     build_dataset(DatasetConfig.model_validate(config), out, workers=1)
     assert verify_dataset(out)["ok"]
-    assert _hashes(out) == golden["dataset"], "not the dataset the golden was recorded on: re-record it"
+    assert answerkit.dataset_hashes(out) == golden["dataset"], (
+        "not the dataset the golden was recorded on: re-record it"
+    )
     return out
 
 
@@ -217,14 +219,3 @@ def _tally(answers: list[list[Any]], unreadable: int) -> list[tuple[str, int]]:
     """Upstream's readable answers of a test input as (grid JSON, votes), and the empty candidate's votes."""
     tally = [(json.dumps(grid), n) for grid, n in answers] + ([(json.dumps([]), unreadable)] if unreadable else [])
     return sorted(tally)
-
-
-def _hashes(data: Path) -> dict[str, str]:
-    h = hashlib.sha256()
-    for field in ("inputs", "labels", "puzzle_identifiers", "puzzle_indices", "group_indices"):
-        h.update(np.ascontiguousarray(np.load(data / "test" / f"all__{field}.npy")).tobytes())
-    return {
-        "identifiers_sha256": hashlib.sha256((data / "identifiers.json").read_bytes()).hexdigest(),
-        "test_puzzles_sha256": hashlib.sha256((data / "test_puzzles.json").read_bytes()).hexdigest(),
-        "test_split_sha256": h.hexdigest(),
-    }
