@@ -56,6 +56,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "models"))
+from roundoff import bf16_kernel_fingerprint  # noqa: E402
+
 UPSTREAM = {
     "trm": ("SamsungSAILMontreal/TinyRecursiveModels", "e7b68717f0a6c4cbb4ce6fbef787b14f42083bd9"),
     "hrm": ("sapientinc/HRM", "42410daaaf6ac8b266536d105a6e2362ffe40929"),
@@ -256,22 +259,6 @@ def record(variant: Variant, checkout: Path) -> dict[str, Any]:
         "margins": margins,
         **probes,
     }
-
-
-def bf16_kernel_fingerprint() -> str:
-    """sha256 of what this machine's bf16 kernels give on fixed data: a bf16 matmul shaped as URM's down_proj here
-    and a bf16 depthwise Conv1d shaped as its conv (the only parts of URM that stay bf16 in a float64 forward).
-    Where a machine's fingerprint equals a golden's, its kernels round as the recording machine's did, and the
-    URM replay is compared tightly (test_upstream_parity.py). The same function is in that test."""
-    g = torch.Generator().manual_seed(0)
-    u = torch.randn(3, 28, 256, generator=g).to(torch.bfloat16)
-    w = (torch.randn(16, 256, generator=g) / 16).to(torch.bfloat16)
-    conv_w = torch.randn(256, 1, 2, generator=g).to(torch.bfloat16)
-    conv_b = torch.randn(256, generator=g).to(torch.bfloat16)
-    with torch.no_grad():
-        out = F.linear(u, w).float().numpy().tobytes()
-        out += F.conv1d(u.transpose(1, 2), conv_w, conv_b, padding=1, groups=256).float().numpy().tobytes()
-    return hashlib.sha256(out).hexdigest()
 
 
 def _batch(g: torch.Generator) -> dict[str, torch.Tensor]:

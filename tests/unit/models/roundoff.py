@@ -20,6 +20,7 @@ URM's bf16 conv) compute as they do.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -126,3 +127,19 @@ def draw(golden: dict, seed: int) -> list[tuple[float, float]]:
             if t.dtype in (torch.float32, torch.float64):  # URM's bf16 conv is bf16 in both paths: left alone
                 t.mul_((1 + U * (torch.rand(t.shape, generator=generator, dtype=torch.float64) * 2 - 1)).to(t.dtype))
     return list(step_errors(golden, run_steps(head, golden, BF16Roundoff(generator))))
+
+
+def bf16_kernel_fingerprint() -> str:
+    """sha256 of what this machine's bf16 kernels give on fixed data: a bf16 matmul shaped as URM's down_proj here
+    and a bf16 depthwise Conv1d shaped as its conv (the only parts of URM that stay bf16 in a float64 forward).
+    Where a machine's fingerprint equals a golden's, its kernels round as the recording machine's did, and the
+    URM replay is compared tightly (test_upstream_parity.py). Shared by that test and tests/tools/record_goldens.py."""
+    g = torch.Generator().manual_seed(0)
+    u = torch.randn(3, 28, 256, generator=g).to(torch.bfloat16)
+    w = (torch.randn(16, 256, generator=g) / 16).to(torch.bfloat16)
+    conv_w = torch.randn(256, 1, 2, generator=g).to(torch.bfloat16)
+    conv_b = torch.randn(256, generator=g).to(torch.bfloat16)
+    with torch.no_grad():
+        out = F.linear(u, w).float().numpy().tobytes()
+        out += F.conv1d(u.transpose(1, 2), conv_w, conv_b, padding=1, groups=256).float().numpy().tobytes()
+    return hashlib.sha256(out).hexdigest()

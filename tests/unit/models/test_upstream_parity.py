@@ -10,7 +10,6 @@ every parameter's gradient summed over them. The regime is well conditioned, so 
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 import pytest
 import torch
 import torch.nn.functional as F
+from roundoff import bf16_kernel_fingerprint
 
 from arcpipe.models import layers
 from arcpipe.models.registry import build_model, count_parameters, make_arch_config
@@ -173,19 +173,6 @@ def test_urm_conv_probe_tells_the_conv_dtypes_apart() -> None:
 def _same_bf16_kernels(golden: dict[str, Any]) -> bool:
     """This machine's bf16 kernels round as those of the machine that recorded `golden` (its fingerprint)."""
     return golden.get("bf16_kernels") == bf16_kernel_fingerprint()
-
-
-def bf16_kernel_fingerprint() -> str:
-    """tests/tools/record_goldens.py's fingerprint of the bf16 matmul and depthwise Conv1d (the same code)."""
-    g = torch.Generator().manual_seed(0)
-    u = torch.randn(3, 28, 256, generator=g).to(torch.bfloat16)
-    w = (torch.randn(16, 256, generator=g) / 16).to(torch.bfloat16)
-    conv_w = torch.randn(256, 1, 2, generator=g).to(torch.bfloat16)
-    conv_b = torch.randn(256, generator=g).to(torch.bfloat16)
-    with torch.no_grad():
-        out = F.linear(u, w).float().numpy().tobytes()
-        out += F.conv1d(u.transpose(1, 2), conv_w, conv_b, padding=1, groups=256).float().numpy().tobytes()
-    return hashlib.sha256(out).hexdigest()
 
 
 def _load(variant: str) -> dict[str, Any]:
