@@ -532,6 +532,15 @@ def tost(a: list[float], b: list[float], margin: float, alpha: float = ALPHA) ->
     (1 - 2 alpha) confidence interval of the difference inside +-margin)."""
     a_, b_ = np.asarray(a, float), np.asarray(b, float)
     diff = float(a_.mean() - b_.mean())
+    if min(len(a_), len(b_)) < 2:  # one seed a side: no spread, no test
+        return {
+            "diff": diff,
+            "ci90": [math.nan, math.nan],
+            "df": None,
+            "p": math.nan,
+            "equivalent": None,
+            "margin": margin,
+        }
     va, vb = a_.var(ddof=1) / len(a_), b_.var(ddof=1) / len(b_)
     se = math.sqrt(va + vb)
     if se == 0:  # every seed of both sides the same figure: the difference is known exactly
