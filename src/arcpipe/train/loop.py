@@ -290,12 +290,11 @@ class Trainer:
         return base_lr * self.lr_factor(step, batch_index, plan)
 
     def lr_factor(self, step: int, batch_index: int, plan: Any) -> float:
-        """The rate of optimizer step `step` (from 1), the step on batch `batch_index` (from 0) of `plan`, as a
-        fraction of the run's lr: per step (lr_warmup_steps; URM's schedule a step behind TRM's and HRM's:
-        schedule.schedule_step), or per epoch as upstream VARC (lr_warmup_epochs)."""
+        """A per-epoch run's (lr_warmup_epochs) rate at optimizer step `step` (from 1), the step on batch
+        `batch_index` (from 0) of `plan`, as a fraction of the base rate, as upstream VARC's schedule. Per-step
+        runs are scheduled by `lr_of` alone."""
         run = self.run
-        if run.lr_warmup_epochs is None:
-            return lr_at(schedule_step(run.arch, step), 1.0, run.lr_warmup_steps, self.total_steps, run.lr_min_ratio)
+        assert run.lr_warmup_epochs is not None
         # the epoch (from 0) the batch falls in: a pass is eval_interval epochs of plan.num_batches batches in all.
         # Upstream's LambdaLR steps once after each epoch: its epoch e (from 0) trains at the factor of e
         epoch = run.eval_interval * self.position.pass_index + run.eval_interval * batch_index // plan.num_batches
