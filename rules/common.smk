@@ -570,11 +570,21 @@ def identifiers_for_run(wildcards):
 
 
 def kaggle_bundle():
-    """The bundle `snakemake kaggle` makes: evaluation.kaggle_run (default: the first run) at its chosen epoch, else
-    at its last trained one (arcpipe.plan.kaggle_epoch: where a stop rule ended it)."""
+    """The bundle `snakemake kaggle` makes (arcpipe.plan.kaggle_plan): evaluation.kaggle_run (default: the first
+    run) at evaluation.kaggle_epoch, else at its last trained boundary. A run without staged features: from the
+    config alone; a staged one's is asked of the plan when the target is built, waiting on the records that decide
+    it (where a stop rule or halving ends it)."""
     name = CFG.evaluation.kaggle_run or next(iter(CFG.runs))
-    epoch = plan.kaggle_epoch(CFG, name, ON_DISK)
-    return f"results/kaggle/{name}/epoch_{epoch}"
+    if plan.is_static(CFG, name):
+        return plan.kaggle_plan(CFG, ON_DISK).files
+
+    def planned_kaggle_bundle(wildcards):
+        chosen = plan.kaggle_plan(CFG, WAITING)
+        if chosen.refusal:
+            raise ValueError(chosen.refusal)
+        return chosen.files
+
+    return planned_kaggle_bundle
 
 
 def ancient_input(lookup):

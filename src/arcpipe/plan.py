@@ -557,10 +557,38 @@ def schedule_inputs(cfg: WorkflowConfig, name: str, epoch: int) -> dict[str, Any
     return files
 
 
-def kaggle_epoch(cfg: WorkflowConfig, name: str, records: Records) -> int:
-    """The checkpoint the Kaggle bundle packs: evaluation.kaggle_epoch, else the run's last trained boundary as the
-    records decide it (where a stop rule ended it), else its last planned one."""
-    if cfg.evaluation.kaggle_epoch:
-        return cfg.evaluation.kaggle_epoch
-    plan = run_plan(cfg, name, records, evaluations=False)
-    return plan.stopped_at or cfg.runs[name].epochs
+KAGGLE = "results/kaggle/{run}/epoch_{epoch}"  # the folder `snakemake kaggle` makes (rule bundle_kaggle)
+
+
+@dataclass(frozen=True)
+class KagglePlan:
+    """What `snakemake kaggle` bundles: run `run` at boundary `epoch`; None while a record it depends on is not made
+    (`waiting`) or when the plan never trains the checkpoint (`refusal` says why and what to change)."""
+
+    run: str
+    epoch: int | None
+    waiting: tuple[Wait, ...] = ()
+    refusal: str | None = None
+
+    @property
+    def files(self) -> list[str]:
+        return [] if self.epoch is None else [KAGGLE.format(run=self.run, epoch=self.epoch)]
+
+
+def kaggle_plan(cfg: WorkflowConfig, records: Records) -> KagglePlan:
+    """The checkpoint the Kaggle bundle packs, as the plan decides it: evaluation.kaggle_run (default: the first
+    run) at evaluation.kaggle_epoch, else at the run's last trained boundary (where a stop rule or its sweep's
+    halving ended it). Asks only the records that decide it (the gate, the stop decisions and rungs before it; no
+    schedule), so the target waits on exactly those; a checkpoint the plan does not train is refused, never asked
+    for."""
+    name = cfg.evaluation.kaggle_run or next(iter(cfg.runs))
+    wanted = cfg.evaluation.kaggle_epoch
+    p = run_plan(cfg, name, records, until=wanted, evaluations=False)
+    if p.waiting:
+        return KagglePlan(name, None, p.waiting)
+    epoch = wanted if wanted is not None else (p.trained[-1] if p.trained else p.planned[-1])
+    refusal = p.refusal(epoch)
+    if refusal is None:
+        return KagglePlan(name, epoch)
+    field_ = "kaggle_epoch" if wanted is not None else "kaggle_run"
+    return KagglePlan(name, None, refusal=f"evaluation.{field_}: the bundle's checkpoint is not trained: {refusal}")

@@ -49,14 +49,18 @@ def configs(draw: st.DrawFn) -> WorkflowConfig:
     return SHIPPED.model_copy(update={"runs": runs, "evaluation": evaluation})
 
 
-def simulate(cfg: WorkflowConfig, verdicts: st.DataObject) -> tuple[plan.MemoryRecords, list[dict]]:
+def simulate(
+    cfg: WorkflowConfig, verdicts: st.DataObject, states: list[plan.MemoryRecords] | None = None
+) -> tuple[plan.MemoryRecords, list[dict]]:
     """The checkpoint loop: while a plan waits on records, make each (a drawn verdict) whose own inputs are made.
-    Returns the final records and every plan seen on the way."""
+    Returns the final records and every plan seen on the way; `states` gets a copy of the records at each."""
     records = plan.MemoryRecords({}, {}, {})
     seen = []
     for _ in range(200):
         plans = plan.plans(cfg, records)
         seen.append(plans)
+        if states is not None:
+            states.append(plan.MemoryRecords(dict(records.stops), dict(records.fulls), dict(records.gates)))
         waits = {w for p in plans.values() for w in p.waiting}
         if not waits:
             return records, seen
@@ -187,6 +191,67 @@ def test_every_plan_of_a_generated_history_holds(cfg: WorkflowConfig, verdicts: 
             assert p.ensemble == p.trained[-k:]
         elif k:
             assert len(p.trained) < k
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cfg=configs(), verdicts=st.data(), choice=st.data())
+def test_the_kaggle_target_waits_for_the_plan_and_bundles_a_checkpoint_it_trains(
+    cfg: WorkflowConfig, verdicts: st.DataObject, choice: st.DataObject
+) -> None:
+    """`snakemake kaggle` (rules/common.smk: kaggle_bundle asks plan.kaggle_plan): at every point of a generated
+    history it either waits on a record the run's plan waits on, or names the checkpoint it names at the end, which
+    the final plan trains (a planned job makes it); a checkpoint the plan never trains is refused, not asked for."""
+    name = choice.draw(st.sampled_from(sorted(cfg.runs)), label="kaggle_run")
+    epoch = choice.draw(st.none() | st.sampled_from(cfg.runs[name].boundaries()), label="kaggle_epoch")
+    evaluation = cfg.evaluation.model_copy(update={"kaggle_run": name, "kaggle_epoch": epoch})
+    cfg = cfg.model_copy(update={"evaluation": evaluation})
+    states: list[plan.MemoryRecords] = []
+    records, seen = simulate(cfg, verdicts, states)
+    final_plan = seen[-1][name]
+    final = plan.kaggle_plan(cfg, records)
+    wanted = epoch or (final_plan.trained[-1] if final_plan.trained else None)
+    if wanted is not None and wanted in final_plan.trained:
+        assert (final.epoch, final.refusal) == (wanted, None)
+        assert final.files == [plan.KAGGLE.format(run=name, epoch=wanted)]
+        assert plan.CKPT.format(run=name, epoch=wanted) in producers(cfg, seen[-1], records)
+    else:  # the run never started, or kaggle_epoch is after where it stopped
+        assert final.epoch is None and final.files == [] and not final.waiting
+        why = final_plan.refusal(wanted or final_plan.planned[-1])
+        assert why and final.refusal.endswith(why) and final.refusal.startswith("evaluation.kaggle_")
+    for state, plans in zip(states, seen, strict=True):
+        asked = plan.kaggle_plan(cfg, state)
+        if asked.waiting:  # a record the run's own plan waits on, and nothing named yet
+            assert asked.epoch is None and asked.refusal is None
+            assert set(asked.waiting) <= set(plans[name].waiting)
+        else:  # decided: the same answer as at the end
+            assert asked == final
+
+
+def test_a_stopped_run_is_bundled_where_it_stopped_on_the_first_call() -> None:
+    """The issue's reproduction at the plan: nothing on disk when the workflow starts, a stop rule on the Kaggle run.
+    The bundle waits on the first decision instead of naming the last epoch (which the run never trains); once the
+    decision says stop, it is the checkpoint where the run stopped; kaggle_epoch past it is refused."""
+    run = BASE.model_copy(update={"epochs": 8, "eval_interval": 2, "segment_evals": 1, "stop": StopConfig(patience=1)})
+    evaluation = SHIPPED.evaluation.model_copy(update={"kaggle_run": "r"})
+    cfg = SHIPPED.model_copy(update={"runs": {"r": run}, "evaluation": evaluation})
+    start = plan.kaggle_plan(cfg, plan.MemoryRecords())
+    assert (start.epoch, start.waiting, start.files) == (None, (plan.Wait("decision", "r", 2),), [])
+    went_on = plan.MemoryRecords({("r", 2): False})
+    assert plan.kaggle_plan(cfg, went_on).waiting == (plan.Wait("decision", "r", 4),)
+    stopped = plan.MemoryRecords({("r", 2): False, ("r", 4): True})
+    assert plan.kaggle_plan(cfg, stopped).files == ["results/kaggle/r/epoch_4"]
+    assert plan.kaggle_plan(cfg, plan.MemoryRecords({("r", e): False for e in (2, 4, 6)})).epoch == 8
+    fixed = cfg.model_copy(update={"evaluation": evaluation.model_copy(update={"kaggle_epoch": 6})})
+    refused = plan.kaggle_plan(fixed, stopped)
+    assert refused.epoch is None and refused.refusal.startswith(
+        "evaluation.kaggle_epoch: the bundle's checkpoint is not trained: runs.r.stop: the run stopped at epoch 4"
+    )
+    early = cfg.model_copy(update={"evaluation": evaluation.model_copy(update={"kaggle_epoch": 4})})
+    assert plan.kaggle_plan(early, went_on).epoch == 4  # asks only the decisions before epoch 4
+    closed = cfg.model_copy(update={"runs": {"g": BASE, "r": run.model_copy(update={"gate": GateConfig(
+        run="g", metric="pass@1", min=1.0)})}})  # fmt: skip
+    shut = plan.kaggle_plan(closed, plan.MemoryRecords(gates={"r": False}))
+    assert shut.epoch is None and "gate" in shut.refusal and "lower gate.min" in shut.refusal
 
 
 @pytest.mark.parametrize("target", ["smoke", "full"])
