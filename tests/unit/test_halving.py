@@ -152,3 +152,45 @@ def test_halving_that_cannot_work_is_refused_in_one_line(change: dict, message: 
     with pytest.raises(ArcpipeError, match=None) as err:
         validate_config(raw)
     assert message in str(err.value)
+
+
+def test_the_kaggle_bundle_of_an_arm_waits_on_its_rung_and_packs_where_halving_stopped_it() -> None:
+    """`kaggle_run` set to an arm: before the rung's record the target waits on it (the workflow's first call must
+    not name the arm's last epoch); an arm not kept is bundled at its rung, a kept one goes on."""
+    raw = _config()
+    raw["evaluation"] = {"kaggle_run": ARMS[1]}
+    cfg = validate_config(raw)
+    assert plan.kaggle_plan(cfg, plan.MemoryRecords()).waiting == (plan.Wait("rung", "lr", 2),)
+    dropped = plan.MemoryRecords(rungs={("lr", 2): (ARMS[2], ARMS[0])})
+    assert plan.kaggle_plan(cfg, dropped).files == [f"results/kaggle/{ARMS[1]}/epoch_2"]
+    kept = plan.MemoryRecords(rungs={("lr", 2): (ARMS[1],)})
+    assert plan.kaggle_plan(cfg, kept).waiting == (plan.Wait("rung", "lr", 4),)
+    raw["evaluation"]["kaggle_epoch"] = 6
+    refused = plan.kaggle_plan(validate_config(raw), dropped).refusal
+    assert refused.startswith("evaluation.kaggle_epoch: the bundle's checkpoint is not trained: sweeps: halving did")
+
+
+def test_halving_on_a_base_with_test_time_training_is_refused_naming_the_sweep_and_the_fix() -> None:
+    """An arm halving stops never reaches its last boundary, after which test-time training runs: its plain score
+    would sit against the base's test-time-trained one. Refused at the config, as a stop rule with ttt is; the same
+    sweep without halving is accepted (every arm reaches its end and is test-time trained as the base)."""
+    raw = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    raw["sweeps"] = {"wd": {"base": "smoke-varc", "grid": {"weight_decay": [0.0, 0.1]}, "halving": {"rungs": [2]}}}
+    with pytest.raises(ArcpipeError) as err:
+        validate_config(raw)
+    assert (
+        "sweeps.wd.halving with runs.smoke-varc.ttt: test-time training follows an arm's last boundary, which "
+        "halving may never train (an arm stopped at a rung would be scored without it, against test-time-trained "
+        "scores); remove halving, or ttt from runs.smoke-varc and the grid"
+    ) in str(err.value)
+    del raw["sweeps"]["wd"]["halving"]
+    assert all(run.ttt is not None for run in validate_config(raw).runs.values() if run.sweep is not None)
+
+
+def test_an_ensemble_of_an_arm_that_halving_may_stop_is_refused() -> None:
+    """config `ensembles:` pools each member's last evaluation, which halving decides while the arm runs."""
+    raw = _config({"rungs": [2]})
+    raw["ensembles"] = {"pool": {"runs": ["smoke-trm", ARMS[0]]}}
+    with pytest.raises(ArcpipeError) as err:
+        validate_config(raw)
+    assert f"ensembles.pool.runs: {ARMS[0]} is an arm of a sweep with halving" in str(err.value)

@@ -178,7 +178,8 @@ RUNG_FIELDS = ("epochs", "eval_interval", "segment_evals")
 
 def _halving_problems(where: str, sweep: SweepConfig, base: RunConfig) -> list[str]:
     """One line per rung that is not a segment end of the base before its last epoch, per grid field that would move
-    the arms' boundaries, and for a base with its own gate or stop rule (not combined with halving)."""
+    the arms' boundaries, for a base with its own gate or stop rule (not combined with halving), and for arms with
+    test-time training."""
     halving = sweep.halving
     if halving is None:
         return []
@@ -203,6 +204,18 @@ def _halving_problems(where: str, sweep: SweepConfig, base: RunConfig) -> list[s
                 f"{where}.halving: the base run {sweep.base} has a {key}, which halving does not combine with yet; "
                 f"remove runs.{sweep.base}.{key} or halving"
             )
+    # test-time training follows a run's last boundary, which halving may never train: an arm stopped at a rung would
+    # be scored without it against test-time-trained arms and base (as a stop rule with ttt is refused, RunConfig)
+    swept = [
+        key for key, values in sweep.grid.items() if key.split(".")[0] == "ttt" and any(v is not None for v in values)
+    ]
+    if base.ttt is not None or swept:
+        where_ttt = f"runs.{sweep.base}.ttt" if base.ttt is not None else f"{where}.grid.{swept[0]}"
+        problems.append(
+            f"{where}.halving with {where_ttt}: test-time training follows an arm's last boundary, which halving "
+            "may never train (an arm stopped at a rung would be scored without it, against test-time-trained "
+            f"scores); remove halving, or ttt from runs.{sweep.base} and the grid"
+        )
     return problems
 
 

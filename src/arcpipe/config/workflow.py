@@ -238,6 +238,12 @@ class WorkflowConfig(Strict):
                     f"{where}.runs: {', '.join(staged)} has a stop rule or gate, so its last evaluation is decided "
                     "while it runs; not pooled yet: pool runs without them"
                 )
+            halved = [m for m in members if (tag := self.runs[m].sweep) is not None and self.sweeps[tag.name].halving]
+            if halved:
+                problems.append(
+                    f"{where}.runs: {', '.join(halved)} is an arm of a sweep with halving, which decides while it runs "
+                    "where the arm ends; not pooled yet: pool runs outside it, or remove the sweep's halving"
+                )
         return problems
 
     def seeds_of(self, group: str) -> list[str]:
