@@ -264,13 +264,14 @@ def forecast_run(
     else:
         gpu = run.gpu or DEFAULT_GPU
         throughput = measured or assumed_throughput(gpu, train_row, eval_row)
-        train_gpu_h = train_examples / throughput.train_examples_per_s / 3600
-        train_hours = train_gpu_h / run.num_devices
+        # wall hours, the GPUs sharing the rows; GPU-hours from them by RunConfig.gpu_hours, as what is spent is
+        train_hours = train_examples / throughput.train_examples_per_s / 3600 / run.train_gpus
         capped = run.max_hours is not None and train_hours > run.max_hours
         if capped:
             train_hours = run.max_hours
-            train_gpu_h = train_hours * run.num_devices
-        eval_gpu_h = pass_rows / throughput.eval_examples_per_s / 3600 if run.evaluation_gpus else 0.0
+        train_gpu_h = run.gpu_hours(train_hours, 0.0)
+        eval_hours = pass_rows / throughput.eval_examples_per_s / 3600 / max(run.evaluation_gpus, 1)
+        eval_gpu_h = run.gpu_hours(0.0, eval_hours)
     ttt = None
     if run.ttt is not None and outcome.epochs > 0:  # it follows the last checkpoint: none when nothing trains
         # its jobs take the evaluation's GPUs (one at most): none, and they spend no GPU-hours
@@ -284,7 +285,7 @@ def forecast_run(
         eval_rows=rows,
         eval_flops=eval_flops,
         gpu=gpu,
-        train_gpus=run.num_devices if run.uses_gpus else 0,
+        train_gpus=run.train_gpus,
         eval_gpus=run.evaluation_gpus,
         train_gpu_hours=train_gpu_h,
         eval_gpu_hours=eval_gpu_h,
@@ -329,7 +330,7 @@ def ttt_forecast(
         seconds += answers / throughput.eval_examples_per_s
         if compiles(run.compile, "cuda"):
             seconds += jobs * TTT_COMPILE_SECONDS
-        gpu_hours = seconds / 3600
+        gpu_hours = run.gpu_hours(0.0, 0.0, seconds / 3600)  # on one GPU, its wall hours
     flops = float(rows * train_row + answers * eval_row)
     return TTTForecast(tasks=answered.test_tasks, jobs=jobs, steps=steps, flops=flops, gpu_hours=gpu_hours)
 

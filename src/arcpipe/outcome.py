@@ -196,7 +196,8 @@ def _learning_accuracy(path: Path) -> dict[str, float]:
 
 def _metrics_line(root: Path, run: str, cfg: WorkflowConfig, width: int) -> str:
     """A run's line from its own metrics (no report in this call): the last evaluation, training accuracy and
-    GPU-hours as the report counts them (step times x training GPUs + evaluation wall times x evaluation GPUs)."""
+    GPU-hours as the report counts them (RunConfig.gpu_hours: step times x training GPUs + evaluation wall times x
+    evaluation GPUs)."""
     evaluations = sorted(
         (int(path.parent.name.removeprefix("epoch_")), json.loads(path.read_text()))
         for path in (root / "results/eval" / run).glob("epoch_*/metrics.json")
@@ -215,7 +216,7 @@ def _metrics_line(root: Path, run: str, cfg: WorkflowConfig, width: int) -> str:
     config = cfg.runs[run]
     train_hours = sum(r.get("time/step_s", 0.0) for r in records) / 3600
     eval_hours = sum(metrics.get("wall_time_s", 0.0) for _, metrics in evaluations) / 3600
-    gpu_hours = train_hours * config.nodes * config.gpus_per_node + eval_hours * config.evaluation_gpus
+    gpu_hours = config.gpu_hours(train_hours, eval_hours)
     epoch, last = evaluations[-1] if evaluations else (math.nan, {})
     main = f"pass@{cfg.report.main_k}"
     return _run_line(run.ljust(width), _score(100 * last.get(main, math.nan), epoch), None, accuracy, gpu_hours)

@@ -222,6 +222,22 @@ class RunConfig(Strict):
         return self.eval_gpus if self.eval_gpus is not None else int(self.uses_gpus)
 
     @property
+    def train_gpus(self) -> int:
+        """GPUs a training job of the run holds: every device of its nodes; none on CPUs."""
+        return self.num_devices if self.uses_gpus else 0
+
+    @property
+    def ttt_gpus(self) -> int:
+        """GPUs a test-time training job holds: the evaluation's, one at most (it fits and answers on one device)."""
+        return min(self.evaluation_gpus, 1)
+
+    def gpu_hours(self, train_hours: float, eval_hours: float, ttt_hours: float = 0.0) -> float:
+        """GPU-hours of the run's jobs from their wall hours: training on train_gpus, evaluations on evaluation_gpus,
+        test-time training on ttt_gpus (CPU jobs: none). The one formula of GPU-hours, forecast and spent: the
+        forecast (arcpipe.forecast), the report's summary and ablation tables, and the driver's last lines."""
+        return train_hours * self.train_gpus + eval_hours * self.evaluation_gpus + ttt_hours * self.ttt_gpus
+
+    @property
     def answered_dataset(self) -> str:
         """The dataset whose test set the run's last evaluation answers: ttt.dataset where its test-time training
         answers another dataset's tasks, else the run's own (also with ttt: it fits the run's own test tasks)."""

@@ -2,7 +2,7 @@
 their seed, compared with the base arm on the same seeds and the same test tasks.
 
     ablation_table(evals, per_puzzle, arms={"base": {0: "x-s0", 1: "x-s1"}, "ema": {0: "y-s0", 1: "y-s1"}},
-                   base="base", hours=hours_spent(...), held_out=selection_tasks)
+                   base="base", hours=gpu_hours_spent(cfg, hours_spent(...)), held_out=selection_tasks)
 
 Each arm is read at each of its runs' last evaluated checkpoint (where it stopped, or its last epoch) and scored
 from the evaluations' per-task results (per_puzzle.csv) on the reported tasks: the test tasks less `held_out`, the
@@ -11,8 +11,9 @@ arm and pass@K (and attempt 1's cell accuracy, where the evaluations wrote it): 
 Student-t interval. Against the base, at pass@`main_k`: the paired
 difference over the seeds both arms have (its interval and the paired t-test's p), and over tasks (each task's
 score averaged over the arm's seeds): the exact sign test (wins, losses, p) and the bootstrap interval of the mean
-difference (arcpipe.report.paired says how each is computed). GPU-hours: training and evaluation of the arm's runs
-together (`hours`: summary.hours_spent's frame). Scores are percentages, as in the other tables.
+difference (arcpipe.report.paired says how each is computed). GPU-hours: the arm's runs together, training and
+evaluation (`hours`: per run, summary.gpu_hours_spent: RunConfig.gpu_hours, as the summary, the forecast and the
+driver's lines count them). Scores are percentages, as in the other tables.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ def ablation_table(
     base: str,
     main_k: int = 2,
     ks: tuple[int, ...] = (1, 2),
-    hours: pd.DataFrame | None = None,
+    hours: pd.Series | None = None,
     held_out: Collection[str] = (),
     bootstrap_draws: int = 10_000,
 ) -> pd.DataFrame:

@@ -39,7 +39,7 @@ from arcpipe.report.plots import plot_ablation, plot_accuracy, plot_depth, plot_
 from arcpipe.report.quick import quick_notes
 from arcpipe.report.seeds import seed_groups, seed_table
 from arcpipe.report.selection import held_out_tasks, selection_table, task_scores
-from arcpipe.report.summary import compact, hours_spent, summary_table
+from arcpipe.report.summary import compact, gpu_hours_spent, hours_spent, summary_table
 from arcpipe.report.tables import (
     N_STEPS,
     accuracy_curves,
@@ -111,7 +111,7 @@ def render_ablation(
         tasks = list(task_scores(inputs.per_puzzle[first["path"]]).index)
         seed = cfg.datasets[cfg.runs[first["run"]].dataset].seed  # the same draw as the report's selection
         held = held_out_tasks(tasks, cfg.evaluation.selection_tasks, seed, source=f"sweep {sweep}")
-    hours = hours_spent(inputs.evals, inputs.train[STEP_TIME])
+    hours = gpu_hours_spent(cfg, hours_spent(inputs.evals, inputs.train[STEP_TIME]))
     ks = tuple(sorted({1, main_k}))
     table = ablation_table(inputs.evals, inputs.per_puzzle, arms, base, main_k, ks, hours, held)
     values = {run.sweep.arm: run.sweep.values for run in cfg.runs.values() if run.sweep and run.sweep.name == sweep}

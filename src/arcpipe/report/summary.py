@@ -12,7 +12,8 @@ scored on every test task (comparison.csv) and there is no selected one.
 Hours are what the metrics recorded: training, the sum of every step's `time/step_s` (results/runs/{run}/metrics/,
 one record per optimizer step; start-up, compilation, checkpoint writes and queue waits not included); evaluation,
 each metrics.json's `wall_time_s`. GPU-hours weight each by the GPUs the job held (training: nodes x gpus_per_node,
-evaluation: the run's evaluation GPUs); cost = GPU-hours x `report.gpu_hour_price`. CPU jobs hold no GPU: 0.
+evaluation: the run's evaluation GPUs), by RunConfig.gpu_hours, the formula the forecast, the ablation table and the
+driver's last lines use too (`gpu_hours_spent`); cost = GPU-hours x `report.gpu_hour_price`. CPU jobs hold no GPU: 0.
 """
 
 from __future__ import annotations
@@ -42,6 +43,16 @@ def hours_spent(evals: pd.DataFrame, step_times: pd.DataFrame) -> pd.DataFrame:
     frame = pd.DataFrame({"train_hours": train, "eval_hours": evaluate}).fillna(0.0)
     frame.index.name = "run"
     return frame
+
+
+def gpu_hours_spent(cfg: WorkflowConfig, hours: pd.DataFrame) -> pd.Series:
+    """Per run of `hours` (`hours_spent`'s frame): its GPU-hours, RunConfig.gpu_hours of its wall hours; 0 for a
+    row that is no run of the config (a test-time training row answering another dataset, `<run>@<dataset>`)."""
+    spent = [
+        cfg.runs[run].gpu_hours(row["train_hours"], row["eval_hours"]) if run in cfg.runs else 0.0
+        for run, row in hours.iterrows()
+    ]
+    return pd.Series(spent, index=hours.index, name="gpu_hours", dtype=float)
 
 
 def summary_table(
@@ -83,10 +94,9 @@ def summary_table(
             last_value = compared.get(main, math.nan)
             best_value = compared.get(f"best_{main} ({SELECTED_ON_TEST})", math.nan)
             selected_value, selected_epoch, best_epoch = math.nan, math.nan, compared.get("best_epoch", math.nan)
-        train_gpus = config.nodes * config.gpus_per_node if config else 0
-        eval_gpus = config.evaluation_gpus if config else 0
+        train_gpus = config.train_gpus if config else 0
         spent = hours.loc[run] if run in hours.index else pd.Series({"train_hours": 0.0, "eval_hours": 0.0})
-        gpu_hours = spent["train_hours"] * train_gpus + spent["eval_hours"] * eval_gpus
+        gpu_hours = gpu_hours_spent(cfg, pd.DataFrame([spent], index=[run])).iloc[0]
         row: dict[str, Any] = {
             "run": run,
             "arch": info.arch if info else "",
@@ -120,7 +130,7 @@ def summary_table(
                 "benchmark": (info.benchmark or "") if info else "",
                 "epochs": config.epochs if config else math.nan,
                 "progress_%": 0.0,
-                "gpus": config.nodes * config.gpus_per_node if config else 0,
+                "gpus": config.train_gpus if config else 0,
                 "hours": 0.0,
                 "gpu_hours": 0.0,
                 "cost": 0.0,

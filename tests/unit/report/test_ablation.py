@@ -43,10 +43,7 @@ def _fixture() -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
 
 def test_every_number_of_the_table_equals_the_hand_computation() -> None:
     evals, per_puzzle = _fixture()
-    hours = pd.DataFrame(
-        {"train_hours": [1.0, 2.0, 3.0, 4.0], "eval_hours": [0.5, 0.5, 0.25, 0.25]},
-        index=pd.Index(["base-s0", "base-s1", "ema-s0", "ema-s1"], name="run"),
-    )
+    hours = pd.Series([1.5, 2.5, 3.25, 4.25], index=pd.Index(["base-s0", "base-s1", "ema-s0", "ema-s1"], name="run"))
     table = ablation_table(evals, per_puzzle, ARMS, "base", hours=hours, held_out={"t0"}).set_index("arm")
     base, ema = table.loc["base"], table.loc["ema"]
     assert list(table.index) == ["base", "ema"] and bool(base["base"]) and not bool(ema["base"])

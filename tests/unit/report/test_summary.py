@@ -172,3 +172,49 @@ def test_a_run_its_stop_rule_ended_says_where_and_what_it_saved(tmp_path, config
     assert float(summary.loc["gpu-run", "saved_gpu_hours"]) == pytest.approx(1.8 * 2 / 4)
     assert summary.loc["cpu-run", "status"] == "" and float(summary.loc["cpu-run", "saved_gpu_hours"]) == 0
     assert "saved GPU-h" in (tmp_path / "report/summary.md").read_text()
+
+
+def test_the_summary_the_ablation_table_the_drivers_line_and_the_forecast_count_gpu_hours_alike(
+    tmp_path, config, monkeypatch
+):
+    """One record (a GPU run on 2 x 4 GPUs and a CPU run, each with its step times and evaluation wall times), and
+    every place that prints its GPU-hours: the report's summary, a sweep's ablation table, the driver's last line and
+    a forecast at the throughput the record ran at. All are RunConfig.gpu_hours; the ablation table once summed the
+    raw hours (0.01-0.02 for CPU runs, against 0.00 everywhere else)."""
+    from arcpipe.forecast import Throughput, data_size, forecast_run
+    from arcpipe.outcome import _metrics_line
+    from arcpipe.report.render import render_ablation
+
+    config["sweeps"] = {"dev": {"base": "gpu-run", "grid": {"gpus_per_node": [0]}}}  # its one arm: on the CPU
+    arm = "dev-gpus_per_node_0"
+    metrics, train = [], []
+    for run in ("gpu-run", "cpu-run", arm):
+        m, t = _results(tmp_path / "results", run)
+        metrics, train = metrics + m, train + t
+    render_workflow_report(tmp_path / "report", config, metrics, train, [])
+    summary = pd.read_csv(tmp_path / "report" / "summary.csv").set_index("run")["gpu_hours"]
+    monkeypatch.chdir(tmp_path)  # render_ablation reads results/ from where the workflow's jobs run
+    render_ablation(tmp_path / "ablation", config, "dev", metrics, train)
+    ablation = pd.read_csv(tmp_path / "ablation" / "ablation.csv").set_index("arm")["gpu_hours"]
+    cfg = WorkflowConfig.model_validate(config)
+    train_h, eval_h = 3 * STEPS * STEP_S / 3600, 3 * EVAL_S / 3600
+    assert summary["gpu-run"] == pytest.approx(8 * train_h + eval_h) and summary["cpu-run"] == summary[arm] == 0
+    assert (ablation["gpu-run"], ablation[arm]) == (pytest.approx(summary["gpu-run"]), 0.0)
+    for run in ("gpu-run", "cpu-run"):
+        line = _metrics_line(tmp_path, run, cfg, len(run))
+        assert line.endswith(f"GPU-h {summary[run]:.2f}" if summary[run] < 10 else f"GPU-h {summary[run]:.1f}"), line
+    # the forecast at the record's own throughput: its wall hours are the record's, its GPU-hours the summary's
+    run = cfg.runs["gpu-run"]
+    data = data_size("tiny", cfg.datasets["tiny"], tmp_path / "results")
+    first = forecast_run(cfg, "gpu-run", data)
+    rows = first.eval_passes * first.eval_rows * first.eval_attempts
+    measured = Throughput(
+        train_examples_per_s=first.train_examples / (train_h * 3600 * run.train_gpus),
+        eval_examples_per_s=rows / (eval_h * 3600 * run.evaluation_gpus),
+        source="the record",
+        measured=True,
+    )
+    forecast = forecast_run(cfg, "gpu-run", data, measured)
+    assert forecast.train_hours == pytest.approx(train_h) and forecast.gpu_hours == pytest.approx(summary["gpu-run"])
+    cpu = forecast_run(cfg, "cpu-run", data)
+    assert cpu.gpu_hours == 0 == summary["cpu-run"]
