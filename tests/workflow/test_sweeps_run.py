@@ -66,7 +66,8 @@ def test_the_sweep_trains_its_reference_and_arms_and_tables_them_against_the_ref
     again = ablation_table(inputs.evals, inputs.per_puzzle, cfg.arm_seeds("lr"), "smoke-trm", bootstrap_draws=10_000)
     for column in ("pass@2", "pass@2_ci95_low", "diff_pass@2", "p_seeds", "task_wins", "p_sign"):
         assert list(table[column]) == pytest.approx(list(again[column]), nan_ok=True), column
-    assert (table["gpu_hours"] > 0).all()
+    assert (table["gpu_hours"] == 0).all()  # CPU runs hold no GPU (RunConfig.gpu_hours, as the forecast says)
+    assert not table["protocol_vs_base"].fillna("").any()  # every arm scored as the reference
 
 
 def test_adding_a_value_later_trains_only_the_new_arm(swept: Path) -> None:
@@ -92,4 +93,7 @@ def test_halving_stops_the_lower_ranked_half_at_the_rung_and_the_rest_go_on(swep
     assert not list((swept / "logs").rglob(f"*{stopped}*epoch_4*"))
     table = pd.read_csv(swept / "results/report/sweeps/h/ablation.csv").set_index("arm")
     assert table.loc[stopped, "stopped_at_rung"] == 2 and pd.isna(table.loc[kept, "stopped_at_rung"])
+    # read at its rung, not at its last epoch as the reference is: marked, not compared silently
+    assert table.loc[stopped, "protocol_vs_base"] == "checkpoint: where halving stopped it (base: last)"
+    assert pd.isna(table.loc[kept, "protocol_vs_base"])
     assert "halving saved about" in (swept / "results/report/sweeps/h/ablation.md").read_text()

@@ -113,7 +113,9 @@ def render_ablation(
         held = held_out_tasks(tasks, cfg.evaluation.selection_tasks, seed, source=f"sweep {sweep}")
     hours = gpu_hours_spent(cfg, hours_spent(inputs.evals, inputs.train[STEP_TIME]))
     ks = tuple(sorted({1, main_k}))
-    table = ablation_table(inputs.evals, inputs.per_puzzle, arms, base, main_k, ks, hours, held)
+    runs = [run for by_seed in arms.values() for run in by_seed.values()]
+    protocols = {run: _protocol_of(cfg, run) for run in runs}
+    table = ablation_table(inputs.evals, inputs.per_puzzle, arms, base, main_k, ks, hours, held, protocols=protocols)
     values = {run.sweep.arm: run.sweep.values for run in cfg.runs.values() if run.sweep and run.sweep.name == sweep}
     table.insert(1, "values", [", ".join(f"{k}={v}" for k, v in values.get(arm, {}).items()) for arm in table["arm"]])
     halving_notes = _halving_columns(cfg, sweep, arms, table) if cfg.sweeps[sweep].halving is not None else []
@@ -129,6 +131,13 @@ def render_ablation(
         else "reported tasks: every test task (evaluation.selection_tasks is 0)",
         *halving_notes,
     ]
+    unlike = [arm for arm, differs in zip(table["arm"], table["protocol_vs_base"], strict=True) if differs]
+    if unlike:
+        notes.append(
+            f"not like for like: {', '.join(unlike)} scored under another protocol than the reference (column "
+            "protocol vs base: test-time training, test views or checkpoint), so their difference from it is not "
+            "the swept values' alone"
+        )
     written = [out_dir / f"ablation.{ext}" for ext in ("csv", "md", "html")]
     write_table(
         table, written[0], written[1], f"Ablation: sweep {sweep}", notes, shown=_ablation_shown(table, ks, main_k)
@@ -137,6 +146,19 @@ def render_ablation(
     base_config = cfg.runs[cfg.reference_of(sweep)[0]].model_dump(mode="json")
     log_ablation(sweep, base_config, table, out_dir / "ablation.png", out_dir)  # W&B, in the base run's mode
     return [*written, out_dir / "ablation.png"]
+
+
+def _protocol_of(cfg: WorkflowConfig, name: str) -> dict[str, str]:
+    """How run `name`'s number in an ablation table is scored, besides test-time training (report/ablation.py): the
+    test views (the dataset its last evaluation answers) and the checkpoint (the plan on the records on disk)."""
+    run = cfg.runs[name]
+    dataset = run.answered_dataset if run.ttt is not None else run.dataset
+    views = cfg.datasets[dataset]
+    p = plan.run_plan(cfg, name, plan.DiskRecords(RESULTS), evaluations=False)
+    checkpoint = "last"
+    if p.stopped_at is not None:
+        checkpoint = "where halving stopped it" if "/rungs/" in p.halted_by else "where its stop rule stopped it"
+    return {"test views": f"{dataset} ({views.views}, {views.num_aug + 1} per task)", "checkpoint": checkpoint}
 
 
 def _halving_columns(
@@ -192,6 +214,8 @@ def _ablation_shown(table: pd.DataFrame, ks: tuple[int, ...], main_k: int) -> pd
         shown["GPU-h"] = table["gpu_hours"]
     if "stopped_at_rung" in table:
         shown["stopped at rung"] = ["" if pd.isna(e) else f"epoch {int(e)}" for e in table["stopped_at_rung"]]
+    if table["protocol_vs_base"].astype(bool).any():
+        shown["protocol vs base"] = table["protocol_vs_base"]
     return shown
 
 

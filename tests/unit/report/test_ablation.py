@@ -81,3 +81,28 @@ def test_an_arm_not_evaluated_yet_counts_the_seeds_it_has_and_the_base_must_be_a
     assert table.loc["ema", "diff_pass@2"] == pytest.approx(37.5) and math.isnan(table.loc["ema", "p_seeds"])
     with pytest.raises(ArcpipeError, match="base arm 'nope' is not an arm"):
         ablation_table(evals, per_puzzle, ARMS, "nope")
+
+
+def test_a_row_scored_under_another_protocol_than_the_base_is_marked_with_each_difference() -> None:
+    """Like with like: the base read at its test-time training's evaluation, the arm at a plain one (as halving once
+    left an arm it stopped), and a checkpoint chosen otherwise; each part that differs is named beside the base's
+    way. Rows scored as the base are not marked."""
+    evals, per_puzzle = _fixture()
+    evals = evals.copy()
+    for run in ("base-s0", "base-s1"):  # the base's last evaluation is its test-time training's
+        old = f"results/eval/{run}/epoch_4/metrics.json"
+        new = f"results/eval/{run}/ttt_epoch_4/metrics.json"
+        per_puzzle[new] = per_puzzle.pop(old)
+        evals.loc[evals["path"] == old, "path"] = new
+    given = {run: {"checkpoint": "last"} for run in PASS2}
+    table = ablation_table(evals, per_puzzle, ARMS, "base", held_out={"t0"}, protocols=given).set_index("arm")
+    assert table.loc["base", "protocol"] == "test-time training: yes; checkpoint: last"
+    assert table.loc["base", "protocol_vs_base"] == ""
+    assert table.loc["ema", "protocol_vs_base"] == "test-time training: no (base: yes)"
+    given["ema-s1"] = {"checkpoint": "where halving stopped it"}
+    table = ablation_table(evals, per_puzzle, ARMS, "base", held_out={"t0"}, protocols=given).set_index("arm")
+    assert table.loc["ema", "protocol_vs_base"] == (
+        "test-time training: no (base: yes); checkpoint: last | where halving stopped it (base: last)"
+    )
+    alike = ablation_table(*_fixture(), ARMS, "base", held_out={"t0"}).set_index("arm")
+    assert list(alike["protocol_vs_base"]) == ["", ""] and alike.loc["ema", "protocol"] == "test-time training: no"

@@ -218,3 +218,32 @@ def test_the_summary_the_ablation_table_the_drivers_line_and_the_forecast_count_
     assert forecast.train_hours == pytest.approx(train_h) and forecast.gpu_hours == pytest.approx(summary["gpu-run"])
     cpu = forecast_run(cfg, "cpu-run", data)
     assert cpu.gpu_hours == 0 == summary["cpu-run"]
+
+
+def test_an_ablation_row_on_other_test_views_than_its_base_is_marked_not_like_for_like(tmp_path, config, monkeypatch):
+    """render_ablation gives each run's test views and checkpoint (the plan on disk) to the table: an arm swept onto
+    a dataset with other views is marked beside the base's, and the notes say its difference is not like for
+    like; an arm scored as the base is not marked."""
+    from arcpipe.report.render import render_ablation
+
+    config["datasets"]["wide"] = {**config["datasets"]["tiny"], "num_aug": 7}
+    config["sweeps"] = {"dev": {"base": "gpu-run", "grid": {"dataset": ["tiny", "wide"]}}}
+    runs = ("gpu-run", "dev-dataset_tiny", "dev-dataset_wide")
+    metrics, train = [], []
+    for run in runs:
+        m, t = _results(tmp_path / "results", run)
+        metrics, train = metrics + m, train + t
+    monkeypatch.chdir(tmp_path)
+    render_ablation(tmp_path / "ablation", config, "dev", metrics, train)
+    table = pd.read_csv(tmp_path / "ablation" / "ablation.csv", keep_default_na=False).set_index("arm")
+    assert (
+        table.loc["gpu-run", "protocol"]
+        == "test-time training: no; test views: tiny (drawn, 4 per task); checkpoint: last"
+    )
+    assert table.loc["dev-dataset_tiny", "protocol_vs_base"] == ""
+    assert table.loc["dev-dataset_wide", "protocol_vs_base"] == (
+        "test views: wide (drawn, 8 per task) (base: tiny (drawn, 4 per task))"
+    )
+    shown = (tmp_path / "ablation" / "ablation.md").read_text()
+    assert "not like for like: dev-dataset_wide scored under another protocol than the reference" in shown
+    assert "protocol vs base" in shown
