@@ -13,6 +13,9 @@ patience and running the same command again decides again and continues from epo
 final weights equal, bitwise, those of a run that never had a stop rule (the rule is no part of what training
 computes): the session's `quick_run` (conftest.py), the same 8 epochs with quick evaluations and no stop rule.
 
+The first call asks for `kaggle` too: its bundle of smoke-trm is made at epoch 4, where the run stopped (the plan
+decides it on the first call, waiting on the decisions).
+
 Scratch working directories with the repository's Snakefile and a copy of config/config.yaml (scratch.py), the
 smoke dataset with 2 augmentations (session_runs.LONG_SMOKE, as quick_run).
 """
@@ -40,7 +43,7 @@ def scenario(**stop) -> dict:
     """smoke-trm with the stop rule and quick evaluation, and the two runs gated on it."""
     overlay = long_smoke_with_stop_rule(**stop)
     gate = {"run": "smoke-trm", "metric": "pass@2"}
-    overlay["evaluation"] = {"quick": QUICK}
+    overlay["evaluation"] = {"quick": QUICK, "kaggle_run": "smoke-trm"}  # `snakemake kaggle` bundles smoke-trm
     overlay["runs"] = {
         **overlay["runs"],
         "smoke-main": {**MAIN, "gate": {**gate, "min": 0.0}},
@@ -64,7 +67,8 @@ def _weights(path):
 @pytest.fixture(scope="module")
 def stopped(tmp_path_factory):
     work = tmp_path_factory.mktemp("stop")
-    proc = snakemake(work, STOP, "-j2", "smoke", name="stop.yaml", timeout=1200)
+    # `kaggle` in the same first call: the bundle of smoke-trm waits on its stop decisions
+    proc = snakemake(work, STOP, "-j2", "smoke", "kaggle", name="stop.yaml", timeout=1200)
     return work, proc
 
 
@@ -91,6 +95,16 @@ def test_a_plateau_at_the_second_of_four_boundaries_ends_the_run_there(stopped):
     assert line in proc.stderr.splitlines()
     assert not (work / f"{RUN}/state/epoch_4.pt").exists()  # temp: gone; its kept copy is what a continuation reads
     assert (work / f"{RUN}/resume/boundaries/state_epoch_4.pt").exists()
+
+
+def test_the_kaggle_bundle_of_the_stopped_run_is_made_where_it_stopped_on_the_first_call(stopped):
+    """The issue's reproduction: `snakemake kaggle` with nothing on disk once named the run's last epoch (8) from
+    the records on disk when the workflow started, and the call failed in train_segment once the decision at epoch
+    4 said stop. The target now asks the plan, which waits on that decision: the same call bundles epoch 4."""
+    work, proc = stopped
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert [p.name for p in (work / "results/kaggle/smoke-trm").iterdir()] == ["epoch_4"]
+    assert json.loads((work / "results/kaggle/smoke-trm/epoch_4/bundle.json").read_text())["epoch"] == 4
 
 
 def test_a_gate_on_a_run_that_stopped_early_decides_where_it_stopped(stopped):
