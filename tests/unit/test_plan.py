@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from arcpipe import plan
-from arcpipe.config import GateConfig, QuickEvalConfig, StopConfig, WorkflowConfig
+from arcpipe.config import GateConfig, QuickEvalConfig, StopConfig, WorkflowConfig, load_configs
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = WorkflowConfig.model_validate(yaml.safe_load((ROOT / "config/config.yaml").read_text()))
@@ -252,6 +252,21 @@ def test_a_stopped_run_is_bundled_where_it_stopped_on_the_first_call() -> None:
         run="g", metric="pass@1", min=1.0)})}})  # fmt: skip
     shut = plan.kaggle_plan(closed, plan.MemoryRecords(gates={"r": False}))
     assert shut.epoch is None and "gate" in shut.refusal and "lower gate.min" in shut.refusal
+
+
+def test_every_ensemble_of_runs_pools_the_last_evaluation_its_members_plans_make() -> None:
+    """config `ensembles:` (rules/common.smk: ensembles_of_runs, ensemble_votes): each member's votes are those of
+    the last evaluation its plan makes (test-time training's where it has ttt, else the last boundary's full one),
+    from the config alone: the config refuses members whose plan depends on records (stop rule, gate, halving)."""
+    cfg = load_configs([ROOT / "config/config.yaml", ROOT / "config/varc.yaml"])  # the shipped ensemble
+    assert cfg.ensembles
+    for ensemble in cfg.ensembles:
+        _, votes = plan.ensemble_of_runs(cfg, ensemble)
+        for member, path in zip(cfg.ensemble_members(ensemble), votes, strict=True):
+            assert plan.is_static(cfg, member), member
+            p = plan.run_plan(cfg, member, plan.MemoryRecords())
+            last = plan.ttt_files(p, cfg.runs[member]) or plan.files(p, plan.FULL, "full")[-1:]
+            assert path == last[0].replace("metrics.json", "votes.npz")
 
 
 @pytest.mark.parametrize("target", ["smoke", "full"])
