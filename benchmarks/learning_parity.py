@@ -40,7 +40,15 @@ process tree), training steps/s (the gaps between consecutive logged steps of a 
 
 **Equivalence** (two one-sided Welch t-tests, alpha 0.05, per figure; MARGINS below, fixed before the run): the
 final training loss (mean of the last `TAIL` steps' lm_loss), final training token accuracy (same steps), and the
-last evaluation's test token accuracy, exact accuracy, pass@1 and pass@2.
+last evaluation's test token accuracy, exact accuracy, pass@1 and pass@2 (each side's own evaluator).
+
+**pass@K like for like.** Upstream's in-run pass@K pools the votes of every evaluation so far (its ARC evaluator
+keeps them), arcpipe's evaluation scores each checkpoint alone, so the two evaluators' own pass@K are not the same
+figure. Two more rows compare like with like: `pass@2 alone` (arcpipe's last checkpoint against upstream's last
+checkpoint imported and scored by `arcpipe evaluate`) and `pass@2 pooled` (arcpipe's evaluations' votes pooled with
+eval/vote.pool against upstream's in-run figure). Every upstream checkpoint is scored by arcpipe too, and its votes
+pooled: that they give upstream's in-run pass@1 and pass@2 at every evaluation is printed (the check that the pooled
+rule is the one upstream's evaluator applies).
 
 Writes `--out`_trm.json (curves per seed and side, finals, tests) and `--out`_trm.png (both sides' mean curves with
 min-max seed bands).
@@ -90,6 +98,8 @@ MARGINS = {
     "test_exact_accuracy": 0.10,
     "pass@1": 0.125,
     "pass@2": 0.125,
+    "pass@2 alone": 0.125,  # added after the first run, with the same margin: each side's last checkpoint alone
+    "pass@2 pooled": 0.125,  # and its votes pooled with the earlier evaluations' (upstream's in-run figure)
 }
 ALPHA = 0.05
 TAIL = 50  # the last steps averaged for the final training figures
@@ -262,17 +272,29 @@ def build(work: Path, data: Path) -> None:
 
 
 def cross(result: dict[str, Any], data: Path, dest: Path) -> None:
-    """Upstream's last checkpoint imported and scored by arcpipe's evaluation."""
+    """Each of upstream's evaluation checkpoints imported and scored by arcpipe's evaluation, alone (`alone_pass@K`
+    of its evaluation, the figure arcpipe's own evaluations report) and pooled with the earlier ones
+    (`cross_pooled_pass@K`, which upstream's in-run pass@K should equal); the last one's figures as `cross`."""
     import torch
 
     from arcpipe.eval.evaluate import evaluate_checkpoint
     from arcpipe.models.io import import_upstream
 
     torch.set_num_threads(1)
-    ckpt = dest / "ckpt" / f"step_{result['steps']}"
-    imported = dest / "imported.pt"
-    import_upstream("trm", ckpt, dest / "ckpt" / "all_config.yaml", imported, data)
-    m = evaluate_checkpoint(imported, data, dest / "cross_eval", device="cpu")
+    by_step = {e["step"]: e for e in result["evals"]}
+    scored: list[Path] = []
+    m: dict[str, Any] = {}
+    for ckpt in sorted((dest / "ckpt").glob("step_*"), key=lambda p: int(p.name.split("_")[-1])):
+        step = int(ckpt.name.split("_")[-1])
+        imported = dest / f"imported_{step}.pt"
+        import_upstream("trm", ckpt, dest / "ckpt" / "all_config.yaml", imported, data)
+        out = dest / "cross_eval" / f"step_{step}"
+        m = evaluate_checkpoint(imported, data, out, device="cpu")
+        scored.append(out / "votes.npz")
+        if step in by_step:
+            pooled = _pooled_pass(scored)
+            by_step[step].update({"alone_pass@1": m["pass@1"], "alone_pass@2": m["pass@2"]})
+            by_step[step].update({f"cross_{k}": v for k, v in pooled.items()})
     result["cross"] = _arcpipe_eval(m)
 
 
@@ -326,9 +348,27 @@ def arcpipe_worker(args: argparse.Namespace) -> None:
         stamps.append((-1, time.monotonic()))  # an evaluation between: the gap is not a training step
         ckpt = dest / "run" / "ckpt" / f"epoch_{epoch}.pt"
         m = evaluate_checkpoint(ckpt, args.data, dest / "eval" / f"epoch_{epoch}", device="cpu")
-        evals.append({"step": int(m["step"]), "epoch": epoch, **_arcpipe_eval(m)})
+        pooled = _pooled_pass(sorted((dest / "eval").glob("epoch_*/votes.npz"), key=_epoch_of))
+        evals.append({"step": int(m["step"]), "epoch": epoch, **_arcpipe_eval(m), **pooled})
         print(f"epoch {epoch}: {_fmt(evals[-1])}", flush=True)
     _write_result(dest, train, evals, stamps, time.monotonic() - started, trainer.total_steps)
+
+
+def _epoch_of(path: Path) -> int:
+    return int(path.parent.name.split("_")[-1])
+
+
+def _pooled_pass(votes_paths: list[Path]) -> dict[str, float]:
+    """pass@1 and pass@2 of the votes of these evaluations pooled, in order (upstream's in-run figure: its ARC
+    evaluator keeps every earlier evaluation's votes; eval/vote.pool)."""
+    from arcpipe.eval.score import score
+    from arcpipe.eval.vote import pool
+    from arcpipe.eval.write import load_votes
+
+    loaded = [load_votes(p) for p in votes_paths]
+    test = loaded[-1][1]
+    pass_at = score(pool([v for v, _ in loaded], test.num_pairs), test, (1, 2)).pass_at
+    return {"pooled_pass@1": float(pass_at[1]), "pooled_pass@2": float(pass_at[2])}
 
 
 def _arcpipe_eval(m: dict[str, Any]) -> dict[str, float]:
@@ -508,6 +548,10 @@ def finals(r: dict[str, Any]) -> dict[str, float]:
         "test_exact_accuracy": last["test_exact_accuracy"],
         "pass@1": last["pass@1"],
         "pass@2": last["pass@2"],
+        # like for like (upstream's side after `cross`): each checkpoint alone, and votes pooled over the run's
+        # evaluations as upstream's evaluator reports them
+        "pass@2 alone": last.get("alone_pass@2", last["pass@2"]),
+        "pass@2 pooled": last.get("pooled_pass@2", last["pass@2"]),
     }
 
 
@@ -586,12 +630,14 @@ def report(runs: dict[str, list[dict[str, Any]]], args: argparse.Namespace, wall
             f"{key:<22} {_spread(up):>26} {_spread(ap):>26} {t['diff']:>+8.3f} "
             f"{ci:>18} {margin:>7.3f} {t['p']:>7.3f}  {t['equivalent']}"
         )
-    crosses = [r.get("cross") for r in runs["upstream"] if r.get("cross")]
+    crosses = [r for r in runs["upstream"] if r.get("cross")]
     if crosses:
-        same = [r["evals"][-1]["pass@2"] == r["cross"]["pass@2"] for r in runs["upstream"]]
+        pooled = [e for r in crosses for e in r["evals"] if "cross_pooled_pass@2" in e]
+        same = [e["pass@2"] == e["cross_pooled_pass@2"] and e["pass@1"] == e["cross_pooled_pass@1"] for e in pooled]
         print(
-            f"upstream's last checkpoints scored by arcpipe evaluate: pass@2 equal to upstream's evaluator in "
-            f"{sum(same)} of {len(same)} seeds"
+            f"upstream's checkpoints scored by arcpipe evaluate, votes pooled over the run's evaluations: pass@1 and "
+            f"pass@2 equal to upstream's in-run evaluator at {sum(same)} of {len(same)} evaluations "
+            f"({len(crosses)} seeds)"
         )
     out = Path(f"{args.out}_trm.json")
     payload = {
@@ -662,15 +708,23 @@ def plot(runs: dict[str, list[dict[str, Any]]], png: Path) -> None:
             rows = np.array(rows)
             ax.plot(steps, np.nanmean(rows, 0), color=colours[side], label=f"{side} (mean of {len(rs)} seeds)")
             ax.fill_between(steps, np.nanmin(rows, 0), np.nanmax(rows, 0), color=colours[side], alpha=0.25)
-        for ax, key in ((axes[2], "test_accuracy"), (axes[3], "pass@2")):
+        # pass@2 like for like: votes pooled over the run's evaluations (upstream's in-run figure; arcpipe's pooled
+        # with eval/vote.pool) solid, each checkpoint alone (arcpipe's evaluations; upstream's checkpoints scored
+        # by arcpipe evaluate) dashed
+        pooled_key, alone_key = ("pass@2", "alone_pass@2") if side == "upstream" else ("pooled_pass@2", "pass@2")
+        panels = ((axes[2], "test_accuracy", "o-", side), (axes[3], pooled_key, "o-", f"{side}, pooled"))
+        panels += ((axes[3], alone_key, "s--", f"{side}, each checkpoint alone"),)
+        for ax, key, style, label in panels:
+            if not all(key in e for r in rs for e in r["evals"]):
+                continue  # a run without these figures (before they were added, or upstream's without `cross`)
             ev_steps = np.array([e["step"] for e in rs[0]["evals"]])
             vals = np.array([[e[key] for e in r["evals"]] for r in rs])
-            ax.plot(ev_steps, vals.mean(0), "o-", color=colours[side], label=side)
+            ax.plot(ev_steps, vals.mean(0), style, color=colours[side], label=label)
             ax.fill_between(ev_steps, vals.min(0), vals.max(0), color=colours[side], alpha=0.25)
     axes[0].set(xlabel="step", ylabel="lm_loss", yscale="log", title="training loss (20-step mean)")
     axes[1].set(xlabel="step", ylim=(0, 1), title="training token accuracy (halted rows, 20-step mean)")
     axes[2].set(xlabel="step", ylim=(0, 1), title="test token accuracy (each side's evaluation)")
-    axes[3].set(xlabel="step", ylim=(0, 1), title="test pass@2 (each side's evaluator)")
+    axes[3].set(xlabel="step", ylim=(0, 1), title="test pass@2: votes pooled over evaluations / each alone")
     for ax in axes:
         ax.legend(fontsize=8)
     fig.suptitle(
