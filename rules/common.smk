@@ -96,6 +96,9 @@ def eval_config(wildcards):
     )
     if not evaluation["controls"]:
         del evaluation["controls"]
+    # which checkpoint `snakemake kaggle` bundles is the bundle's choice: written at its default, so choosing another
+    # run or epoch re-evaluates nothing
+    evaluation.update(kaggle_run=None, kaggle_epoch=None)
     if run.eval_batch_size is not None:
         evaluation["batch_size"] = run.eval_batch_size
     return {"evaluation": evaluation}
