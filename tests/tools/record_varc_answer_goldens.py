@@ -34,8 +34,9 @@ What the script does:
    loader is wrapped, not changed); per test input: upstream's `get_majority_vote` ranking (every candidate and its
    votes), from which the submission (the two best; the best twice where there is one) and pass@K come.
 
-arcpipe's side, as documented or found (the test holds arcpipe to it, and says why it is not upstream's own):
-`votes.pooled` ranks the same answers with two of arcpipe's rules, computed here from upstream's logits with
+The test holds arcpipe to upstream's own ranking (`votes.upstream`, `pass_at.upstream`, the readable `answers`).
+For the record, the golden also keeps what arcpipe's decoding gave before it followed upstream's (data/canvas.py):
+`votes.pooled` ranks the same answers with those two old rules, computed here from upstream's logits with
 upstream's undo functions and colour maps: the s x s block majorities taken in the view's frame before the view is
 undone (upstream: undone first; the grids differ where the crop is not a multiple of s, counted per test input in
 `answers_moved_by_block_order`), and every answer arcpipe's 30 x 30 map cannot hold pooled into one empty candidate

@@ -24,17 +24,20 @@ Upstream, file:line at 537b01e:
   reset of everything outside grid + border to 10 (L255-256).
 * `decode`: utils/eval_utils_ttt.py `generate_predictions` L229-262: crop at the offset; width = cells before the
   first 11 along the crop's first row, height = cells before the first 11 down its first column (to the canvas edge
-  if there is none); then, if s > 1, each s x s block (cut short at the crop's right and bottom edges when the crop is
-  not a multiple of s: upstream keeps these partial blocks, so the grid is ceil(height / s) x ceil(width / s)) becomes
-  its most frequent id, ties to the smallest id (np.bincount + argmax). A 10 or 11 inside the crop stays as it is.
+  if there is none); then upstream undoes the view (its flip or rotation) on that crop and, if s > 1, each s x s block
+  from the top left of the original frame (cut short at its right and bottom edges when the crop is not a multiple of
+  s: upstream keeps these partial blocks, so the grid is ceil(height / s) x ceil(width / s)) becomes its most
+  frequent id, ties to the smallest id (np.bincount + argmax). A 10 or 11 inside the crop stays as it is. Here the
+  answer stays in the view's frame (the vote undoes the view on tokens), and the blocks are cut from the corner where
+  the view put the original's top left: the same blocks, so the same answer once the view is undone.
 
-Where arcpipe's map cannot hold upstream's answer, `decode` writes an all-PAD map, which arcpipe's evaluator crops to
-the empty grid: never equal to a true output, so never scored right, as upstream's answer is never right either.
-That is an empty crop (an 11 at the offset itself, which ends both the first row and the first column: upstream's
-`[]`), a grid over 30 rows or columns (a missing border makes the crop run to the canvas edge), and a grid holding
-10 or 11 (ids with no arcpipe token). The caveat:
-upstream keeps each such grid as a candidate of its own in the vote, while here they all become the one empty
-candidate, which can gather more votes than any of them would.
+A grid holding 10 or 11 is kept, with tokens 12 and 13 for them (eval/grids.py), so it is a candidate of its own in
+the vote, as upstream's is, and never right. Where arcpipe's map cannot hold upstream's answer, `decode` writes an
+all-PAD map, which arcpipe's evaluator crops to the empty grid: an empty crop (an 11 at the offset itself, which ends
+both the first row and the first column: upstream's `[]`, the same one candidate there), and a grid over 30 rows or
+columns (a missing border makes the crop run to the canvas edge), which upstream keeps as a candidate of its own and
+here joins the empty one; neither is ever right. A crop with rows but no columns (an 11 right of the offset but none
+below it) is upstream's list of empty rows, a candidate per height; here it is the empty grid too.
 
 What upstream leaves undefined, and what happens here instead of its exception: a grid with no colour tokens counts
 as side 1 for the scale range (upstream divides by zero) and gets an all-10 target, as upstream's example without an
@@ -51,6 +54,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -135,12 +139,19 @@ def encode_targets(labels: Tensor, placement: Placement, canvas: int) -> Tensor:
     return torch.where(border, BORDER, pixels)
 
 
-def decode(preds: Tensor, placement: Placement) -> Tensor:
+def decode(preds: Tensor, placement: Placement, views: Tensor | None = None) -> Tensor:
     """(B, C, C) predicted pixel ids (0..11, e.g. logits.argmax(1)) -> (B, 900) long arcpipe tokens.
 
     Upstream's crop, shape and block majority (module docstring); the grid goes to the top-left of the map with EOS
-    below its last row and right of its last column where they fit (data/augment.py `to_canvas`), PAD elsewhere. An
-    answer the map cannot hold (empty, over 30, or holding 10 or 11) gives an all-PAD map.
+    below its last row and right of its last column where they fit (data/augment.py `to_canvas`), PAD elsewhere. A
+    10 or 11 inside the grid becomes token 12 or 13 (eval/grids.py: the evaluator keeps them, as upstream's answer
+    does). An answer the map cannot hold (empty, or over 30) gives an all-PAD map.
+
+    views: (B,) dihedral id of each row's view (data/augment.py `dihedral`; None: all 0). Upstream undoes the view on
+    the pixel crop and then cuts the s x s blocks from the top left of the original frame; the answer stays in the
+    view's frame here (the vote undoes the view on the tokens), so the blocks are cut from the corner of the crop
+    where the view put the original's top left (`view_corners`). Where the crop is a multiple of s both are the
+    same blocks; elsewhere the partial blocks fall on the sides upstream's do.
     """
     B, C = preds.shape[0], preds.shape[-1]
     preds = preds.long()
@@ -151,14 +162,19 @@ def decode(preds: Tensor, placement: Placement) -> Tensor:
     width = _first(first_row, col0, at) - col0  # cells before the first 11 at or right of x
     height = _first(first_col, row0, at) - row0
     out_h, out_w = -(-height // s), -(-width // s)  # partial blocks at the edges count
+    # blocks cut from the bottom (right) edge: the first block row (column) is the partial one, short by `shift`
+    views = views.long() if views is not None else torch.zeros(B, dtype=torch.long, device=preds.device)
+    far = _VIEW_CORNERS.to(preds.device)[views]  # (B, 2)
+    shift_h = torch.where(far[:, 0], out_h * s - height, 0)
+    shift_w = torch.where(far[:, 1], out_w * s - width, 0)
 
     # the ids' counts in every s x s block of the crop, from per-id integral images (B, 12, C + 1, C + 1)
     ids = torch.arange(NUM_CLASSES, device=preds.device)
     onehot = (preds[:, None] == ids[None, :, None, None]).to(torch.int32)
     integral = torch.nn.functional.pad(onehot.cumsum(2, dtype=torch.int32).cumsum(3, dtype=torch.int32), (1, 0, 1, 0))
     cells = torch.arange(SIDE, device=preds.device)
-    top, bottom = _block_edges(cells, s, row0, height)  # (B, 30): canvas rows [top, bottom) of block row a
-    left, right = _block_edges(cells, s, col0, width)
+    top, bottom = _block_edges(cells, s, row0, height, shift_h)  # (B, 30): canvas rows [top, bottom) of block row a
+    left, right = _block_edges(cells, s, col0, width, shift_w)
     counts = (
         _corner(integral, bottom, right)
         - _corner(integral, top, right)
@@ -176,9 +192,8 @@ def decode(preds: Tensor, placement: Placement) -> Tensor:
         in_rows[:, :, None] & (cells[None, :] == out_w[:, None])[:, None, :]
     )
     fits = (out_h >= 1) & (out_h <= SIDE) & (out_w >= 1) & (out_w <= SIDE)
-    colours_only = ((cell < BACKGROUND) | ~grid).flatten(1).all(dim=1)
-    tokens = torch.where(grid, cell + COLOUR_OFFSET, torch.where(eos, EOS, PAD))
-    return torch.where((fits & colours_only)[:, None, None], tokens, PAD).view(B, SIDE * SIDE)
+    tokens = torch.where(grid, cell + COLOUR_OFFSET, torch.where(eos, EOS, PAD))  # 10, 11 -> tokens 12, 13
+    return torch.where(fits[:, None, None], tokens, PAD).view(B, SIDE * SIDE)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -223,11 +238,27 @@ def _first(line: Tensor, start: Tensor, at: Tensor) -> Tensor:
     return torch.where((line == BORDER) & (at[None, :] >= start[:, None]), at, line.shape[1]).amin(dim=1)
 
 
-def _block_edges(cells: Tensor, s: Tensor, origin: Tensor, length: Tensor) -> tuple[Tensor, Tensor]:
-    # block a covers crop cells [a * s, (a + 1) * s) cut at `length`, as canvas indices [lo, hi); (B, 30) each
-    lo = torch.minimum(cells[None, :] * s[:, None], length[:, None])
-    hi = torch.minimum((cells[None, :] + 1) * s[:, None], length[:, None])
-    return origin[:, None] + lo, origin[:, None] + hi
+def _block_edges(cells: Tensor, s: Tensor, origin: Tensor, length: Tensor, shift: Tensor) -> tuple[Tensor, Tensor]:
+    # block a covers crop cells [a * s - shift, (a + 1) * s - shift) cut to [0, length), as canvas indices [lo, hi);
+    # (B, 30) each. shift 0: blocks from the crop's start, the last one partial; shift = blocks * s - length: blocks
+    # from its end, the first one partial
+    lo = (cells[None, :] * s[:, None] - shift[:, None]).clamp(min=0)
+    hi = ((cells[None, :] + 1) * s[:, None] - shift[:, None]).clamp(min=0)
+    return origin[:, None] + torch.minimum(lo, length[:, None]), origin[:, None] + torch.minimum(hi, length[:, None])
+
+
+def view_corners() -> Tensor:
+    """(8, 2) bool: for each dihedral id (data/augment.py `dihedral`), whether the view puts the original grid's
+    top-left cell in the last row, and in the last column, of the view."""
+    from arcpipe.data.augment import dihedral
+
+    marker = np.zeros((2, 2), dtype=np.int8)
+    marker[0, 0] = 1
+    corners = [np.argwhere(dihedral(marker, tid))[0] == 1 for tid in range(8)]
+    return torch.from_numpy(np.stack(corners))
+
+
+_VIEW_CORNERS = view_corners()
 
 
 def _corner(integral: Tensor, rows: Tensor, cols: Tensor) -> Tensor:

@@ -43,7 +43,14 @@ from arcpipe.eval.adapt import (
     fit,
     views_per_task,
 )
-from arcpipe.eval.infer import METRIC_KEYS, CandidateKeys, predict, rows_of_tasks, step_is_compiled
+from arcpipe.eval.infer import (
+    METRIC_KEYS,
+    CandidateKeys,
+    example_views,
+    predict,
+    rows_of_tasks,
+    step_is_compiled,
+)
 from arcpipe.eval.puzzles import (
     TestPuzzles,
     load_identifiers,
@@ -132,7 +139,10 @@ def evaluate_checkpoint(
         )  # fmt: skip
         keys = CandidateKeys(example_ids, identifiers, rows)
         compile = (meta.get("run_config") or {}).get("compile")  # a run that trains eagerly evaluates eagerly
-        predictions = predict(head, split.inputs, split.labels, example_ids, rows, local_batch, env, keys, compile)
+        views = example_views(example_ids, identifiers)
+        predictions = predict(
+            head, split.inputs, split.labels, example_ids, rows, local_batch, env, keys, compile, views
+        )
         inference_s = time.perf_counter() - start
         controls = {}
         if "blank_puzzle_id" in config.controls:  # every rank runs the second pass; rank 0 scores it
@@ -255,7 +265,8 @@ def blank_id_control(
     answers depend on the memorised per-puzzle embedding.
     """
     blank = np.full_like(example_ids, split.metadata.blank_identifier_id)
-    control = predict(head, split.inputs, split.labels, blank, rows, batch_size, env, compile=compile)
+    views = example_views(example_ids, identifiers)  # the rows' real views, as the vote reads them
+    control = predict(head, split.inputs, split.labels, blank, rows, batch_size, env, compile=compile, views=views)
     if control is None:
         return None
     result = evaluate_predictions(
@@ -346,7 +357,10 @@ def predict_challenges(
         attempts = config.canvas_attempts if getattr(head, "draws_per_row", 0) else 1  # as evaluate_checkpoint
         rows = np.repeat(np.arange(len(example_ids), dtype=np.int64), attempts)
         compile = (meta.get("run_config") or {}).get("compile")
-        predictions = predict(head, inputs, label_tokens, example_ids, rows, local_batch, env, compile=compile)
+        dihedral = example_views(example_ids, identifiers)
+        predictions = predict(
+            head, inputs, label_tokens, example_ids, rows, local_batch, env, compile=compile, views=dihedral
+        )
         if env.rank != 0:
             return None
         assert predictions is not None

@@ -9,7 +9,11 @@ each row's grid among a few candidates with an exact cell-by-cell comparison (th
 `grid_keys` gives each grid a 128-bit key instead, for the per-step answers that are kept only as keys
 (infer.CandidateKeys).
 
-Tokens: PAD 0, EOS 1, colour c is token c + 2 (docs/reference/upstream-recursive.md 1.6).
+Tokens: PAD 0, EOS 1, colour c is token c + 2 (docs/reference/upstream-recursive.md 1.6). An answer may also hold
+tokens 12 and 13: a canvas model's (VARC) pixel ids 10 and 11 (its background and border) inside the grid it drew,
+which upstream's evaluator keeps in the answer as values 10 and 11 (data/canvas.decode). They crop and transform as
+colours, keep their values through the colour inverse, and are never in a task's grids, so such an answer is a
+candidate of its own that is never right.
 """
 
 from __future__ import annotations
@@ -29,11 +33,12 @@ SEQ_LEN = CANVAS * CANVAS
 PAD, EOS, COLOUR_OFFSET = 0, 1, 2
 NUM_COLOURS = 10
 VOCAB_SIZE = COLOUR_OFFSET + NUM_COLOURS
+ANSWER_VOCAB_SIZE = VOCAB_SIZE + 2  # an answer's tokens: + a canvas model's pixel ids 10 and 11 (module docstring)
 # dihedral id -> the id that undoes it (numpy semantics, docs/reference/upstream-recursive.md 1.8)
 DIHEDRAL_INVERSE = np.array([0, 3, 2, 1, 4, 5, 6, 7], dtype=np.int8)
 KEY_BYTES = 16  # a grid key (`grid_keys`): two int64
 
-Grid = np.ndarray  # (H, W) uint8, colours 0..9
+Grid = np.ndarray  # (H, W) uint8, colours 0..9 (an answer's: 0..11)
 
 
 @dataclass(frozen=True)
@@ -196,7 +201,7 @@ def _crop_shape(row: np.ndarray) -> tuple[int, int]:
     for r in range(1, CANVAS + 1):
         for c in range(1, num_c + 1):
             x = row[(r - 1) * CANVAS + c - 1]
-            if x < COLOUR_OFFSET or x >= VOCAB_SIZE:
+            if x < COLOUR_OFFSET or x >= ANSWER_VOCAB_SIZE:
                 num_c = c - 1
                 break
         if num_c == 0:
@@ -262,7 +267,8 @@ def _invert_rows(
         for a in range(oh):
             src = start + a * step_a
             for _ in range(ow):
-                cells[o] = colours[row[src] - COLOUR_OFFSET]
+                c = row[src] - COLOUR_OFFSET
+                cells[o] = colours[c] if c < NUM_COLOURS else c  # a canvas model's 10 and 11 keep their values
                 o += 1
                 src += step_b
 

@@ -69,6 +69,7 @@ def predict(
     env: Any,
     step_keys: CandidateKeys | None = None,
     compile: bool | None = None,
+    views: np.ndarray | None = None,
 ) -> Predictions | None:
     """Run `head` for the full halt_max_steps on `rows` of the split; rank 0 gets every rank's answers, in order.
 
@@ -78,7 +79,9 @@ def predict(
     `step_keys`, every row's answer and q_halt logit are also kept after each ACT step, the answer as its key
     (`CandidateKeys`), for pass@K against depth. `compile`: run the model's step through torch.compile (None: on
     CUDA only, as training compiles there; `step_is_compiled` says which). Batches are padded to `batch_size`, so one
-    compilation serves every batch.
+    compilation serves every batch. `views`: (N_ex,) dihedral id of each example's view (`example_views`), which a
+    canvas model needs to cut its answer's blocks as upstream does (data/canvas.decode); None: every row as the
+    original.
     """
     shard_size = -(-len(rows) // env.world_size)
     mine = rows[env.rank * shard_size : (env.rank + 1) * shard_size]
@@ -103,6 +106,10 @@ def predict(
                 if getattr(head, "draws_per_row", 0):  # a canvas model: placements by place in `rows`, not by rank
                     places = np.arange(batch_size) + env.rank * shard_size + start
                     batch["canvas_draws"] = torch.from_numpy(canvas_draws(0, 0, places)).to(env.device)
+                    row_views = np.zeros(batch_size, dtype=np.int64)  # padding rows: the original's
+                    if views is not None:
+                        row_views[: len(chunk)] = views[chunk]
+                    batch["canvas_views"] = torch.from_numpy(row_views).to(env.device)
                 carry = head.initial_carry(batch)
                 n = len(chunk)
                 for step in range(max_steps):  # eval mode: every row halts exactly at max_steps, none before
@@ -150,6 +157,11 @@ class CandidateKeys:
         u = np.searchsorted(self._unique, self._example_ids[rows])
         grids = invert_crops(preds, np.arange(len(rows)), crop_shapes(preds), self._tid[u], self._colours[u])
         return grid_keys(grids)
+
+
+def example_views(example_ids: np.ndarray, identifiers: Sequence[str]) -> np.ndarray:
+    """(N_ex,) int64 dihedral id of each example's view, from its puzzle identifier (`predict`'s `views`)."""
+    return parse_identifiers(identifiers)[1].astype(np.int64)[np.asarray(example_ids)]
 
 
 def rows_of_tasks(example_ids: np.ndarray, identifiers: Sequence[str], tasks: Sequence[str]) -> np.ndarray:

@@ -61,7 +61,7 @@ from arcpipe.config.arch import VARC_ARCHS
 from arcpipe.config.runs import TTTConfig, compiles
 from arcpipe.data.dataset import example_puzzle_ids, identifiers_sha256, load_split
 from arcpipe.eval.evaluate import check_verified, evaluate_predictions
-from arcpipe.eval.infer import make_batch, predict, rows_of_tasks
+from arcpipe.eval.infer import example_views, make_batch, predict, rows_of_tasks
 from arcpipe.eval.puzzles import load_identifiers, load_test_puzzles
 from arcpipe.eval.write import write_results
 from arcpipe.files import atomic_write_many, file_sha256
@@ -233,6 +233,7 @@ def run_job(
         puzzles = load_test_puzzles(dataset_dir / "test_puzzles.json")
         train_ids = example_puzzle_ids(train)
         test_ids = example_puzzle_ids(test)
+        views = example_views(test_ids, identifiers)  # each test row's dihedral id, from its dataset identifier
         tasks = job_tasks(puzzles.task_names, job, cfg.jobs)
         model_step = "compiled" if compiles(compile, env.device.type) else "eager"
         loss_fn = torch.compile(step_loss) if model_step == "compiled" else step_loss
@@ -267,7 +268,7 @@ def run_job(
             rows = np.repeat(rows, evaluation.canvas_attempts)
             batch = max(min(evaluation.batch_size, len(rows)), 1)
             answering = time.monotonic()
-            answers = predict(head, test.inputs, test.labels, task_ids, rows, batch, env, compile=False)
+            answers = predict(head, test.inputs, test.labels, task_ids, rows, batch, env, compile=False, views=views)
             assert answers is not None  # one process
             stats[task]["answer_seconds"] = round(time.monotonic() - answering, 3)  # every view's attempts
             part = {"rows": answers.rows, "preds": answers.preds, "q_halt_logits": answers.q_halt_logits}

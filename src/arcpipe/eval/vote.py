@@ -23,6 +23,7 @@ import numpy as np
 
 from arcpipe.config import ArcpipeError
 from arcpipe.eval.grids import (
+    ANSWER_VOCAB_SIZE,
     VOCAB_SIZE,
     Grids,
     crop_shapes,
@@ -245,17 +246,18 @@ def _tokens(tokens: np.ndarray, what: str) -> np.ndarray:
     tokens = np.asarray(tokens)
     if tokens.ndim != 2 or tokens.shape[1] != 900:
         raise ArcpipeError(f"predictions: {what} has shape {tokens.shape}, expected (N, 900) tokens")
+    # answers may hold a canvas model's pixel ids 10 and 11 (tokens 12, 13: grids.py); inputs only PAD, EOS, colours
+    vocab = ANSWER_VOCAB_SIZE if what.startswith("preds") else VOCAB_SIZE
+    extra = ", a canvas model's pixel ids 10-11" if vocab > VOCAB_SIZE else ""
     if tokens.dtype != np.uint8:
-        if tokens.size and (tokens.min() < 0 or tokens.max() >= VOCAB_SIZE):
+        if tokens.size and (tokens.min() < 0 or tokens.max() >= vocab):
             raise ArcpipeError(
                 f"predictions: {what} holds token {tokens.min() if tokens.min() < 0 else tokens.max()}, outside "
-                f"the vocabulary 0..{VOCAB_SIZE - 1} (PAD, EOS, colours 0-9)"
+                f"the vocabulary 0..{vocab - 1} (PAD, EOS, colours 0-9{extra})"
             )
         tokens = tokens.astype(np.uint8)
-    elif tokens.size and tokens.max() >= VOCAB_SIZE:
-        raise ArcpipeError(
-            f"predictions: {what} holds token {tokens.max()}, outside the vocabulary 0..{VOCAB_SIZE - 1}"
-        )
+    elif tokens.size and tokens.max() >= vocab:
+        raise ArcpipeError(f"predictions: {what} holds token {tokens.max()}, outside the vocabulary 0..{vocab - 1}")
     return np.ascontiguousarray(tokens)
 
 

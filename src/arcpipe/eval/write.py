@@ -60,7 +60,7 @@ class SubmissionStats:
 
     num_entries: int  # one per test input of every task
     pairs_without_candidates: int  # entries written entirely with the fallback grid
-    empty_attempts: int  # attempts whose candidate was the empty grid, written as the fallback grid
+    empty_attempts: int  # attempts whose candidate was the empty grid (or held a 10 or 11), written as the fallback
 
 
 def build_submission(
@@ -69,8 +69,9 @@ def build_submission(
     """`{task: [{"attempt_1": grid, ..., "attempt_<attempts>": grid} for every test input]}` (ARC Prize layout).
 
     The attempts are the best `attempts` candidates; with fewer candidates the first is repeated (upstream). A test
-    input without any candidate, and any empty-grid candidate (never a valid answer), is written as FALLBACK_GRID
-    so that every test input of every task has an entry; both cases are counted in the stats.
+    input without any candidate, and any empty-grid candidate or one holding a canvas model's pixel id 10 or 11
+    (eval/grids.py; never a valid answer, and outside the ARC Prize format's colours), is written as FALLBACK_GRID
+    so that every test input of every task has an entry; these cases are counted in the stats.
     """
     submission: dict[str, list[dict[str, list[list[int]]]]] = {}
     without, empty = 0, 0
@@ -84,7 +85,7 @@ def build_submission(
                 grids = [FALLBACK_GRID]
             grids += [grids[0]] * (attempts - len(grids))
             for i, grid in enumerate(grids):
-                if not grid:
+                if not grid or any(v > 9 for row in grid for v in row):
                     empty += 1
                     grids[i] = FALLBACK_GRID
             entries.append({f"attempt_{i + 1}": grid for i, grid in enumerate(grids)})

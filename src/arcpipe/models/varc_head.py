@@ -22,9 +22,10 @@ serve it unchanged. One step, inside the step (on the device, no host sync, so i
    and sums micro-batches and processes: the gradient is then the mean over micro-batches of their pixel means,
    which is upstream's DDP gradient (each rank's pixel mean, averaged over ranks).
 4. The answer: the argmax canvas decoded by upstream's rule (crop at the offset, shape from the border, s x s block
-   majority) back into arcpipe's token map (`canvas.decode`), so `outputs["preds"]` is what every other model
-   gives. VARC has no halting head: `q_halt_logits` are 0, so the vote ranks candidates by count and breaks ties
-   by first appearance, as upstream's vote does.
+   majority, the blocks cut in the original frame as upstream's: `batch["canvas_views"]`, each row's dihedral id,
+   which eval/infer.predict supplies) back into arcpipe's token map (`canvas.decode`), so `outputs["preds"]` is what
+   every other model gives. VARC has no halting head: `q_halt_logits` are 0, so the vote ranks candidates by count
+   and breaks ties by first appearance, as upstream's vote does.
 
 Where the output's size comes from at evaluation: upstream sizes the scale range from the larger of the input and
 the *ground-truth* output (its evaluation JSONs hold the test outputs; upstream-varc.md 7.1). Here a row whose
@@ -141,7 +142,7 @@ class VARCHead(nn.Module):
             }
             outputs: dict[str, Tensor] = {}
             if "preds" in return_keys:
-                outputs["preds"] = canvas.decode(answer, placement)
+                outputs["preds"] = canvas.decode(answer, placement, batch.get("canvas_views"))
             if "q_halt_logits" in return_keys:
                 outputs["q_halt_logits"] = torch.zeros(B, device=pixels.device)
             if "logits" in return_keys:

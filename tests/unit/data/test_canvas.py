@@ -111,24 +111,26 @@ def _draw(golden: dict[str, np.ndarray], i: int, u_scale: float, u_x: float, u_y
 
 @pytest.mark.parametrize("canvas", [64, 32])
 def test_decoding_matches_upstreams_and_the_evaluator_reads_it(golden: dict[str, np.ndarray], canvas: int) -> None:
-    """Upstream's grid at the map's top-left where the map can hold it; else a map the evaluator crops to the empty
-    grid (never a right answer): an empty crop, a grid over 30, or one holding 10 or 11."""
+    """Upstream's grid at the map's top-left where the map can hold it, a 10 or 11 inside as tokens 12 and 13 (a
+    candidate of its own, never right); else a map the evaluator crops to the empty grid: an empty crop, a grid
+    over 30."""
     rows = np.flatnonzero(golden["dec_canvas"] == canvas)
     preds = torch.tensor(golden["dec_preds"][rows, :canvas, :canvas].astype(np.int64))
     tokens = decode(preds, _placement(golden, rows, "dec"))
     assert tokens.shape == (len(rows), 900) and tokens.dtype == torch.long
-    expected, shapes, num_valid = [], [], 0
+    expected, shapes, num_valid, num_pixel_ids = [], [], 0, 0
     for i in rows:
         h, w = golden["dec_hw"][i]
         grid = golden["dec_grid"][i, :h, :w]
-        valid = 1 <= h <= 30 and 1 <= w <= 30 and bool((grid < BACKGROUND).all())
+        valid = 1 <= h <= 30 and 1 <= w <= 30
         num_valid += valid
+        num_pixel_ids += valid and not bool((grid < BACKGROUND).all())
         expected.append(to_canvas(grid.astype(np.uint8)) if valid else np.zeros(900, np.uint8))
         shapes.append((h, w) if valid else (0, 0))
     for k, i in enumerate(rows):
         np.testing.assert_array_equal(tokens[k].numpy(), expected[k], err_msg=f"{golden['dec_kind'][i]} (row {i})")
     np.testing.assert_array_equal(crop_shapes(tokens.numpy().astype(np.uint8)), np.array(shapes))
-    assert 0 < num_valid < len(rows)  # the golden holds both kinds
+    assert 0 < num_valid < len(rows) and num_pixel_ids > 0  # the golden holds every kind
 
 
 def test_golden_covers_the_edge_cases(golden: dict[str, np.ndarray]) -> None:
@@ -292,3 +294,38 @@ def _random_batch(num: int, seed: int) -> tuple[torch.Tensor, ...]:
     u = torch.rand(num, 3, generator=torch.Generator().manual_seed(seed))
     preds = torch.randint(0, 60, (num, 64, 64), generator=torch.Generator().manual_seed(seed))
     return torch.tensor(inputs), torch.tensor(labels), u, preds
+
+
+def _blocks_from_top_left(pixels: np.ndarray, s: int) -> np.ndarray:
+    """Upstream's block majority on a pixel crop in the original frame: s x s blocks from the top left, partial ones
+    at the right and bottom, each its most frequent id, ties to the smallest."""
+    h, w = pixels.shape
+    out = np.zeros((-(-h // s), -(-w // s)), dtype=np.int64)
+    for a in range(out.shape[0]):
+        for b in range(out.shape[1]):
+            out[a, b] = np.bincount(pixels[a * s : (a + 1) * s, b * s : (b + 1) * s].ravel()).argmax()
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 7), st.integers(2, 4), st.integers(1, 12), st.integers(1, 12), st.integers(0, 2**31 - 1))
+def test_blocks_are_cut_in_the_original_frame_as_upstreams(tid: int, s: int, h: int, w: int, seed: int) -> None:
+    """A view's answer, decoded with its dihedral id and then undone, is upstream's: the view undone on the pixel crop
+    first, then the blocks from the original's top left (crops that are not a multiple of s included)."""
+    from arcpipe.data.augment import DIHEDRAL_INVERSE, dihedral
+
+    rng = np.random.default_rng(seed)
+    original = rng.integers(0, 3, size=(h, w))  # few colours: many ties and mixed blocks
+    view = np.ascontiguousarray(dihedral(original, tid))
+    side, row0, col0 = 64, 3, 2
+    pixels = np.full((side, side), BACKGROUND)
+    vh, vw = view.shape
+    pixels[row0 : row0 + vh, col0 : col0 + vw] = view
+    pixels[row0 + vh, col0 : col0 + vw + 1] = BORDER
+    pixels[row0 : row0 + vh + 1, col0 + vw] = BORDER
+    where = Placement(torch.tensor([s]), torch.tensor([row0]), torch.tensor([col0]))
+    tokens = decode(torch.tensor(pixels[None]), where, torch.tensor([tid])).view(30, 30).numpy()
+    oh, ow = -(-vh // s), -(-vw // s)
+    answer = tokens[:oh, :ow] - 2  # the view's answer, colours
+    assert (tokens[:oh, :ow] >= 2).all()
+    np.testing.assert_array_equal(dihedral(answer, int(DIHEDRAL_INVERSE[tid])), _blocks_from_top_left(original, s))

@@ -116,9 +116,26 @@ def test_tokens_outside_the_vocabulary_are_refused(make_rows):
     test = tasks({"t": [(X, Y)]})
     arrays = make_rows([("t", X, Y, 0.0)])
     arrays["preds"] = arrays["preds"].astype(np.int64)
-    arrays["preds"][0, 5] = 12
+    arrays["preds"][0, 5] = 14
     with pytest.raises(ArcpipeError, match="outside the vocabulary"):
         vote(**arrays, test=test)
+    arrays = make_rows([("t", X, Y, 0.0)])
+    arrays["inputs"][0, 0] = 12  # a pixel id is an answer's, never an input's
+    with pytest.raises(ArcpipeError, match="inputs holds token 12"):
+        vote(**arrays, test=test)
+
+
+def test_a_canvas_models_pixel_ids_stay_in_the_answer(make_rows):
+    """Tokens 12 and 13 (a VARC answer's pixel ids 10 and 11 inside its grid) are values 10 and 11 of a candidate of
+    their own, through the view's transform, and never the colour inverse."""
+    test = tasks({"t": [(X, Y)]})
+    arrays = make_rows([("t", X, [[5, 6], [7, 8]], 0.0), (PERM, X, [[5, 6], [7, 8]], 0.0)])
+    arrays["preds"][:, 0] = 12  # top-left: pixel id 10 in both views
+    arrays["preds"][1, 1] = 13  # the transposed view's (0, 1): its original (1, 0)
+    votes = vote(**arrays, test=test)
+    grids = sorted(votes.grids[c].tolist() for c in range(len(votes.grids)))
+    assert len(grids) == 2 and [[10, 6], [7, 8]] in grids
+    assert any(g[0][0] == 10 and g[1][0] == 11 for g in grids), grids
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
