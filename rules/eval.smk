@@ -232,7 +232,7 @@ rule bundle_kaggle:
         ckpt="results/runs/{run}/ckpt/epoch_{epoch}.pt",
         identifiers=identifiers_for_run,
     output:
-        directory("results/kaggle/{run}/epoch_{epoch}"),
+        directory(plan.KAGGLE),
     log:
         "logs/bundle_kaggle/{run}/epoch_{epoch}.log",
     conda:
