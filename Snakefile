@@ -33,19 +33,20 @@ onerror:
     on_failure(workflow, log)
 
 
-REPORT = [
-    "results/report/summary.html",
-    "results/report/passk.md",
-    "results/report/comparison.md",
-    "results/report/seeds.md",
-    "results/report/datasets.md",
-    "results/report/pooled.md",
-    "results/report/passk_vs_step.png",
-    "results/report/loss_vs_step.png",
-    "results/report/passk_vs_depth.png",
+REPORT_FILES = [
+    "summary.html",
+    "passk.md",
+    "comparison.md",
+    "seeds.md",
+    "datasets.md",
+    "pooled.md",
+    "passk_vs_step.png",
+    "loss_vs_step.png",
+    "passk_vs_depth.png",
 ]
+REPORT = [f"{paths.REPORT}/{name}" for name in REPORT_FILES]
 # the full runs' report (rules/report.smk: render_full_report, pool_full_votes)
-FULL_REPORT = [f.replace("results/report/", "results/report/full/") for f in REPORT]
+FULL_REPORT = [f"{paths.FULL_REPORT}/{name}" for name in REPORT_FILES]
 
 
 rule smoke:

@@ -6,7 +6,7 @@ import sys
 from arcpipe.config import workflow_config
 from pathlib import Path
 
-from arcpipe import plan
+from arcpipe import paths, plan
 from arcpipe.data import arc
 from arcpipe.hooks import (
     on_driver_error,
@@ -47,7 +47,7 @@ if workflow.is_main_process:
     start_driver(Path("."), sys.argv[1:])
 stop_on_drift(CFG)
 if workflow.is_main_process:
-    print_forecast(CFG, Path("results"), sys.argv[1:])
+    print_forecast(CFG, Path(paths.RESULTS), sys.argv[1:])
 
 
 def datasets_for(target):
@@ -56,11 +56,11 @@ def datasets_for(target):
         names = sorted(
             set(names) | {name for name in CFG.datasets if name.startswith("smoke")}
         )
-    return [f"results/data/{name}/verify.json" for name in names]
+    return [paths.DATA_VERIFIED.format(dataset=name) for name in names]
 
 
 def preflights_for(target):
-    return [f"results/runs/{run}/preflight.json" for run in CFG.runs_for(target)]
+    return [paths.PREFLIGHT.format(run=run) for run in CFG.runs_for(target)]
 
 
 def dataset_config(wildcards):
@@ -105,20 +105,20 @@ def eval_config(wildcards):
 
 
 def dataset_dir_for_run(wildcards):
-    return f"results/data/{CFG.runs[wildcards.run].dataset}"
+    return paths.DATA.format(dataset=CFG.runs[wildcards.run].dataset)
 
 
 def verified_dataset(wildcards):
-    return f"{dataset_dir_for_run(wildcards)}/verify.json"
+    return paths.DATA_VERIFIED.format(dataset=CFG.runs[wildcards.run].dataset)
 
 
 def ttt_dataset_dir(wildcards):
     """The dataset a run's test-time training answers (runs.<run>.ttt.dataset, else the run's own)."""
-    return f"results/data/{CFG.runs[wildcards.run].answered_dataset}"
+    return paths.DATA.format(dataset=CFG.runs[wildcards.run].answered_dataset)
 
 
 def verified_ttt_dataset(wildcards):
-    return f"{ttt_dataset_dir(wildcards)}/verify.json"
+    return paths.DATA_VERIFIED.format(dataset=CFG.runs[wildcards.run].answered_dataset)
 
 
 def ttt_row(wildcards):
@@ -136,7 +136,7 @@ def first_segment_gate(wildcards):
     """A full run's first segment waits for its preflight, so a broken config fails in minutes."""
     run = CFG.runs[wildcards.run]
     if run.target == "full" and int(wildcards.epoch) == run.eval_interval:
-        return f"results/runs/{wildcards.run}/preflight.json"
+        return paths.PREFLIGHT.format(run=wildcards.run)
     return []
 
 
@@ -192,7 +192,7 @@ class WaitingRecords:
 
 
 WAITING = WaitingRecords()
-ON_DISK = plan.DiskRecords(Path("results"))
+ON_DISK = plan.DiskRecords(Path(paths.RESULTS))
 
 
 def plan_of(name, wait=True, evaluations=False, until=None):
@@ -258,7 +258,7 @@ def gate_metrics(wildcards):
     gate_run, epoch, _, why = plan.gate_reading(CFG, wildcards.run, WAITING)
     if epoch is None:
         raise ValueError(f"runs.{wildcards.run}.gate: {why}: nothing to check")
-    return plan.FULL.format(run=gate_run, epoch=epoch)
+    return paths.FULL.format(run=gate_run, epoch=epoch)
 
 
 def gate_checkpoint(wildcards):
@@ -335,26 +335,26 @@ def evaluations_of(target, quick=True):
     """
     files = full_evaluations_of(target) + decisions_of(target)
     if quick and CFG.evaluation.quick is not None:
-        files += per_run(target, at("quick", plan.QUICK))
+        files += per_run(target, at("quick", paths.QUICK))
     return files
 
 
 def full_evaluations_of(target):
     """The metrics.json of every due full evaluation of the target's runs, test-time training's included."""
-    return per_run(target, at("full", plan.FULL), evaluations=True) + per_run(
+    return per_run(target, at("full", paths.FULL), evaluations=True) + per_run(
         target, ttt_evaluation
     )
 
 
 def ablation_files(sweep):
     """A sweep's ablation table and plot (Snakefile: render_ablation_<sweep>, report/render.render_ablation)."""
-    out = f"results/report/sweeps/{sweep}"
+    out = paths.SWEEP_REPORT.format(sweep=sweep)
     return [f"{out}/ablation.{ext}" for ext in ("csv", "md", "html", "png")]
 
 
 def decisions_of(target):
     """The stop decisions of the target's runs (records, not metrics: a report waits on them, never reads them)."""
-    return per_run(target, at("decisions", plan.DECISION))
+    return per_run(target, at("decisions", paths.DECISION))
 
 
 def ttt_evaluation(p):
@@ -371,16 +371,16 @@ def quick_evaluations_of(target):
     """The quick evaluations of the target's runs (render_full_report); none without evaluation.quick."""
     if CFG.evaluation.quick is None:
         return []
-    return per_run(target, at("quick", plan.QUICK))
+    return per_run(target, at("quick", paths.QUICK))
 
 
 # the inputs of the full runs' report (rules/report.smk: render_full_report, pool_full_votes)
 def train_metrics_of(target):
-    return per_run(target, at("trained", plan.TRAIN_METRICS))
+    return per_run(target, at("trained", paths.TRAIN_METRICS))
 
 
 def evaluation_votes_of(target):
-    return per_run(target, at("full", plan.VOTES), evaluations=True)
+    return per_run(target, at("full", paths.VOTES), evaluations=True)
 
 
 def ensembles_of(target):
@@ -410,22 +410,22 @@ def report_boundaries(which="trained"):
 
 
 def evaluations_for_report(wildcards):
-    return [plan.FULL.format(run=r, epoch=e) for r, e in report_boundaries("full")]
+    return [paths.FULL.format(run=r, epoch=e) for r, e in report_boundaries("full")]
 
 
 def evaluation_votes_for_report(wildcards):
-    return [plan.VOTES.format(run=r, epoch=e) for r, e in report_boundaries("full")]
+    return [paths.VOTES.format(run=r, epoch=e) for r, e in report_boundaries("full")]
 
 
 def quick_evaluations_for_report(wildcards):
     """The quick evaluation of every boundary in the report; none without evaluation.quick."""
     if CFG.evaluation.quick is None:
         return []
-    return [plan.QUICK.format(run=r, epoch=e) for r, e in report_boundaries()]
+    return [paths.QUICK.format(run=r, epoch=e) for r, e in report_boundaries()]
 
 
 def train_metrics_for_report(wildcards):
-    return [plan.TRAIN_METRICS.format(run=r, epoch=e) for r, e in report_boundaries()]
+    return [paths.TRAIN_METRICS.format(run=r, epoch=e) for r, e in report_boundaries()]
 
 
 def ensembles_for_report(wildcards):
@@ -470,13 +470,14 @@ def last_boundaries(wildcards):
 
 def last_checkpoints(wildcards):
     return [
-        plan.CKPT.format(run=wildcards.run, epoch=e) for e in last_boundaries(wildcards)
+        paths.CKPT.format(run=wildcards.run, epoch=e)
+        for e in last_boundaries(wildcards)
     ]
 
 
 def last_votes(wildcards):
     return [
-        plan.VOTES.format(run=wildcards.run, epoch=e)
+        paths.VOTES.format(run=wildcards.run, epoch=e)
         for e in last_boundaries(wildcards)
     ]
 
@@ -513,7 +514,7 @@ def report_files(folder, category=None):
 def verified_datasets_for_report(wildcards):
     return sorted(
         {
-            f"results/data/{CFG.runs[run].dataset}/verify.json"
+            paths.DATA_VERIFIED.format(dataset=CFG.runs[run].dataset)
             for run, _ in report_boundaries()
         }
     )
@@ -539,7 +540,10 @@ def ttt_resource(name):
 
     def lookup(wildcards):
         return ttt_resources(
-            CFG, wildcards.run, Path(dataset_dir_for_run(wildcards)), Path("results")
+            CFG,
+            wildcards.run,
+            Path(dataset_dir_for_run(wildcards)),
+            Path(paths.RESULTS),
         )[name]
 
     lookup.__name__ = f"ttt_{name}_for_run"

@@ -5,11 +5,11 @@ rule build_dataset:
     input:
         re_arc=re_arc_files,  # common.smk: RE-ARC's task files, so that a changed one rebuilds; [] without RE-ARC
     output:
-        manifest="results/data/{dataset}/build.json",
-        identifiers="results/data/{dataset}/identifiers.json",
-        test_puzzles="results/data/{dataset}/test_puzzles.json",
-        train=directory("results/data/{dataset}/train"),
-        test=directory("results/data/{dataset}/test"),
+        manifest=paths.DATA_MANIFEST,
+        identifiers=paths.DATA_IDENTIFIERS,
+        test_puzzles=paths.DATA_TEST_PUZZLES,
+        train=directory(paths.DATA_TRAIN),
+        test=directory(paths.DATA_TEST),
     log:
         "logs/build_dataset/{dataset}.log",
     conda:
@@ -26,11 +26,11 @@ rule build_dataset:
 
 rule verify_dataset:
     input:
-        manifest="results/data/{dataset}/build.json",
-        train="results/data/{dataset}/train",
-        test="results/data/{dataset}/test",
+        manifest=paths.DATA_MANIFEST,
+        train=paths.DATA_TRAIN,
+        test=paths.DATA_TEST,
     output:
-        "results/data/{dataset}/verify.json",
+        paths.DATA_VERIFIED,
     log:
         "logs/verify_dataset/{dataset}.log",
     conda:

@@ -3,7 +3,7 @@
 
 rule write_eval_config:
     output:
-        "results/eval/{run}/evaluation.yaml",
+        paths.EVAL_CONFIG,
     log:
         "logs/write_eval_config/{run}.log",
     localrule: True
@@ -20,14 +20,11 @@ rule write_eval_config:
 
 rule evaluate_checkpoint:
     input:
-        ckpt="results/runs/{run}/ckpt/epoch_{epoch}.pt",
+        ckpt=paths.CKPT,
         verified=ancient_input(verified_dataset),
-        config="results/eval/{run}/evaluation.yaml",
+        config=paths.EVAL_CONFIG,
     output:
-        metrics="results/eval/{run}/epoch_{epoch}/metrics.json",
-        submission="results/eval/{run}/epoch_{epoch}/submission.json",
-        per_puzzle="results/eval/{run}/epoch_{epoch}/per_puzzle.csv",
-        votes="results/eval/{run}/epoch_{epoch}/votes.npz",
+        **paths.eval_files(paths.FULL_DIR),
     log:
         "logs/evaluate_checkpoint/{run}/epoch_{epoch}.log",
     conda:
@@ -53,12 +50,12 @@ rule evaluate_checkpoint:
 # tasks redoes only the others. One collecting rule votes over every job's answers into an evaluation of its own.
 rule ttt_job:
     input:
-        ckpt="results/runs/{run}/ckpt/epoch_{epoch}.pt",
+        ckpt=paths.CKPT,
         verified=ancient_input(verified_ttt_dataset),
-        run_config="results/runs/{run}/config.yaml",
-        config="results/eval/{run}/evaluation.yaml",
+        run_config=paths.RUN_CONFIG,
+        config=paths.EVAL_CONFIG,
     output:
-        "results/ttt/{run}/epoch_{epoch}/job_{job}.npz",
+        paths.TTT_JOB,
     log:
         "logs/ttt_job/{run}/epoch_{epoch}/job_{job}.log",
     wildcard_constraints:
@@ -84,12 +81,9 @@ rule ttt_collect:
     input:
         jobs=ttt_jobs_of_run,
         verified=ancient_input(verified_ttt_dataset),
-        config="results/eval/{run}/evaluation.yaml",
+        config=paths.EVAL_CONFIG,
     output:
-        metrics="results/eval/{run}/ttt_epoch_{epoch}/metrics.json",
-        submission="results/eval/{run}/ttt_epoch_{epoch}/submission.json",
-        per_puzzle="results/eval/{run}/ttt_epoch_{epoch}/per_puzzle.csv",
-        votes="results/eval/{run}/ttt_epoch_{epoch}/votes.npz",
+        **paths.eval_files(paths.TTT_DIR),
     log:
         "logs/ttt_collect/{run}/epoch_{epoch}.log",
     localrule: True
@@ -110,7 +104,7 @@ rule draw_quick_tasks:
     input:
         verified=ancient_input(verified_dataset),
     output:
-        "results/eval/{run}/quick_tasks.json",
+        paths.QUICK_TASKS,
     log:
         "logs/draw_quick_tasks/{run}.log",
     localrule: True
@@ -128,15 +122,12 @@ rule draw_quick_tasks:
 
 rule evaluate_quick:
     input:
-        ckpt="results/runs/{run}/ckpt/epoch_{epoch}.pt",
+        ckpt=paths.CKPT,
         verified=ancient_input(verified_dataset),
-        config="results/eval/{run}/evaluation.yaml",
-        tasks="results/eval/{run}/quick_tasks.json",
+        config=paths.EVAL_CONFIG,
+        tasks=paths.QUICK_TASKS,
     output:
-        metrics="results/eval/{run}/epoch_{epoch}/quick/metrics.json",
-        submission="results/eval/{run}/epoch_{epoch}/quick/submission.json",
-        per_puzzle="results/eval/{run}/epoch_{epoch}/quick/per_puzzle.csv",
-        votes="results/eval/{run}/epoch_{epoch}/quick/votes.npz",
+        **paths.eval_files(paths.QUICK_DIR),
     log:
         "logs/evaluate_quick/{run}/epoch_{epoch}.log",
     conda:
@@ -163,7 +154,7 @@ checkpoint schedule_full:
     input:
         unpack(schedule_inputs),  # the quick evaluations up to {epoch}; a stop rule's decision there
     output:
-        "results/eval/{run}/schedule/epoch_{epoch}.json",
+        paths.SCHEDULE,
     log:
         "logs/schedule_full/{run}/epoch_{epoch}.log",
     localrule: True
@@ -184,7 +175,7 @@ rule average_checkpoints:
     input:
         ckpts=last_checkpoints,  # common.smk: the run's last {k} epoch checkpoints, oldest first
     output:
-        "results/runs/{run}/ckpt/avg_last{k}.pt",
+        paths.AVERAGED_CKPT,
     log:
         "logs/average_checkpoints/{run}/avg_last{k}.log",
     conda:
@@ -199,14 +190,11 @@ rule average_checkpoints:
 
 rule evaluate_average:
     input:
-        ckpt="results/runs/{run}/ckpt/avg_last{k}.pt",
+        ckpt=paths.AVERAGED_CKPT,
         verified=ancient_input(verified_dataset),
-        config="results/eval/{run}/evaluation.yaml",
+        config=paths.EVAL_CONFIG,
     output:
-        metrics="results/eval/{run}/avg_last{k}/metrics.json",
-        submission="results/eval/{run}/avg_last{k}/submission.json",
-        per_puzzle="results/eval/{run}/avg_last{k}/per_puzzle.csv",
-        votes="results/eval/{run}/avg_last{k}/votes.npz",
+        **paths.eval_files(paths.AVERAGED_DIR),
     log:
         "logs/evaluate_average/{run}/avg_last{k}.log",
     conda:
@@ -229,10 +217,10 @@ rule evaluate_average:
 
 rule bundle_kaggle:
     input:
-        ckpt="results/runs/{run}/ckpt/epoch_{epoch}.pt",
+        ckpt=paths.CKPT,
         identifiers=identifiers_for_run,
     output:
-        directory(plan.KAGGLE),
+        directory(paths.KAGGLE),
     log:
         "logs/bundle_kaggle/{run}/epoch_{epoch}.log",
     conda:

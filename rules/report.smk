@@ -9,7 +9,7 @@ rule render_report:
         ensembles=ensembles_for_report,  # [] without evaluation.ensemble_last
         quick=quick_evaluations_for_report,  # [] without evaluation.quick
     output:
-        report_files("results/report"),  # common.smk: tables (.html in the report, .md, .csv), plots
+        report_files(paths.REPORT),  # common.smk: tables (.html in the report, .md, .csv), plots
     log:
         "logs/render_report/report.log",
     conda:
@@ -25,10 +25,9 @@ rule pool_votes:
     input:
         votes=evaluation_votes_for_report,
     output:
-        md="results/report/pooled.md",
-        csv="results/report/pooled.csv",
+        **paths.pooled_report(paths.REPORT),
         html=report(
-            "results/report/pooled.html",
+            paths.pooled_html(paths.REPORT),
             caption="../workflow/report/pooled.rst",
             category="pass@K",
         ),
@@ -50,10 +49,7 @@ rule pool_ensemble:
     input:
         votes=ensemble_votes,  # common.smk: in the order of the ensemble's runs
     output:
-        metrics="results/eval/{ensemble}/ensemble/metrics.json",
-        submission="results/eval/{ensemble}/ensemble/submission.json",
-        per_puzzle="results/eval/{ensemble}/ensemble/per_puzzle.csv",
-        votes="results/eval/{ensemble}/ensemble/votes.npz",
+        **paths.eval_files(paths.RUNS_ENSEMBLE_DIR),
     log:
         "logs/pool_ensemble/{ensemble}.log",
     wildcard_constraints:
@@ -74,7 +70,7 @@ rule pool_last_votes:
     input:
         votes=last_votes,  # common.smk: the run's last {k} checkpoints' votes.npz, oldest first
     output:
-        "results/eval/{run}/pooled_last{k}/metrics.json",
+        paths.POOLED_LAST,
     log:
         "logs/pool_last_votes/{run}/pooled_last{k}.log",
     conda:
@@ -99,7 +95,7 @@ use rule render_report as render_full_report with:
         ensembles=one_input(ensembles_of("full")),
         quick=one_input(quick_evaluations_of("full")),
     output:
-        report_files("results/report/full", category="full runs"),
+        report_files(paths.FULL_REPORT, category="full runs"),
     log:
         "logs/render_report/full.log",
 
@@ -108,10 +104,9 @@ use rule pool_votes as pool_full_votes with:
     input:
         votes=one_input(evaluation_votes_of("full")),
     output:
-        md="results/report/full/pooled.md",
-        csv="results/report/full/pooled.csv",
+        **paths.pooled_report(paths.FULL_REPORT),
         html=report(
-            "results/report/full/pooled.html",
+            paths.pooled_html(paths.FULL_REPORT),
             caption="../workflow/report/pooled.rst",
             category="full runs",
         ),

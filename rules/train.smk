@@ -3,7 +3,7 @@
 
 rule write_run_config:
     output:
-        "results/runs/{run}/config.yaml",
+        paths.RUN_CONFIG,
     log:
         "logs/write_run_config/{run}.log",
     localrule: True
@@ -21,9 +21,9 @@ rule write_run_config:
 rule run_preflight:
     input:
         verified=ancient_input(verified_dataset),  # re-verifying the same data re-runs nothing
-        config="results/runs/{run}/config.yaml",
+        config=paths.RUN_CONFIG,
     output:
-        "results/runs/{run}/preflight.json",
+        paths.PREFLIGHT,
     log:
         "logs/preflight/{run}.log",
     conda:
@@ -48,7 +48,7 @@ checkpoint check_gate:
     input:
         metrics=gate_metrics,  # common.smk: the gate run's metrics.json at gate.epoch, else its last
     output:
-        "results/gates/{run}.json",
+        paths.GATE,
     log:
         "logs/check_gate/{run}.log",
     localrule: True
@@ -71,7 +71,7 @@ checkpoint decide_boundary:
     input:
         unpack(decision_inputs),  # the segment's evaluations; the previous decision, whose history this extends
     output:
-        "results/runs/{run}/decisions/epoch_{epoch}.json",
+        paths.DECISION,
     log:
         "logs/decide_boundary/{run}/epoch_{epoch}.log",
     localrule: True
@@ -91,7 +91,7 @@ checkpoint decide_rung:
     input:
         unpack(rung_inputs),  # the arms still training: their full evaluations at the rung; the rung before
     output:
-        "results/sweeps/{sweep}/rungs/epoch_{epoch}.json",
+        paths.RUNG,
     log:
         "logs/decide_rung/{sweep}/epoch_{epoch}.log",
     localrule: True
@@ -110,13 +110,13 @@ rule train_segment:
     input:
         unpack(previous_boundary),  # the previous boundary's ckpt + state; none for the first
         verified=ancient_input(verified_dataset),  # the trainer checks the data's identity and verification
-        config=ancient("results/runs/{run}/config.yaml"),  # changed training fields stop the plan (arcpipe.keep)
+        config=ancient(paths.RUN_CONFIG),  # changed training fields stop the plan (arcpipe.keep)
         gate=first_segment_gate,  # full runs: the preflight passed
         planned=planned_boundary,  # waits for the gate and the stop decision before it; no file (arcpipe.plan)
     output:
-        ckpt="results/runs/{run}/ckpt/epoch_{epoch}.pt",  # evaluated; kept
-        state=temp("results/runs/{run}/state/epoch_{epoch}.pt"),  # to continue; only the latest survives
-        metrics="results/runs/{run}/metrics/epoch_{epoch}.jsonl",
+        ckpt=paths.CKPT,  # evaluated; kept
+        state=temp(paths.STATE),  # to continue; only the latest survives
+        metrics=paths.TRAIN_METRICS,
     log:
         "logs/train_segment/{run}/epoch_{epoch}.log",
     group:

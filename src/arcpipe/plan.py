@@ -47,22 +47,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from arcpipe.paths import (  # the files of a boundary and the records of the decisions (their one owner)
+    CKPT,
+    DECISION,
+    ENSEMBLE,
+    FULL,
+    GATE,
+    KAGGLE,
+    QUICK,
+    RUNG,
+    RUNS_ENSEMBLE,
+    SCHEDULE,
+    STATE,
+    TTT,
+    TTT_JOB,
+)
+
 if TYPE_CHECKING:
     from arcpipe.config import RunConfig, WorkflowConfig
-
-# the files of a boundary, as the rules name them ({run}, {epoch})
-CKPT = "results/runs/{run}/ckpt/epoch_{epoch}.pt"
-STATE = "results/runs/{run}/state/epoch_{epoch}.pt"
-TRAIN_METRICS = "results/runs/{run}/metrics/epoch_{epoch}.jsonl"
-FULL = "results/eval/{run}/epoch_{epoch}/metrics.json"
-VOTES = "results/eval/{run}/epoch_{epoch}/votes.npz"
-QUICK = "results/eval/{run}/epoch_{epoch}/quick/metrics.json"
-# the records of the three decisions
-DECISION = "results/runs/{run}/decisions/epoch_{epoch}.json"
-SCHEDULE = "results/eval/{run}/schedule/epoch_{epoch}.json"
-GATE = "results/gates/{run}.json"
-RUNG = "results/sweeps/{sweep}/rungs/epoch_{epoch}.json"
-
 
 # -- records: one reader for each kind ------------------------------------------------------------------------------
 
@@ -454,19 +456,12 @@ def report_boundaries(cfg: WorkflowConfig, plan_of: Any, on_disk: Any, which: st
     return pairs
 
 
-ENSEMBLE = "results/eval/{run}/{kind}_last{k}/metrics.json"
-
-
 def ensemble_files(plan: RunPlan, k: int) -> list[str]:
     """The metrics of the run's two ensembles of its last `k` trained checkpoints (averaged weights, pooled
     votes); none when the plan has no ensemble (fewer trained boundaries, or not final yet)."""
     if not plan.ensemble:
         return []
     return [ENSEMBLE.format(run=plan.run, kind=kind, k=k) for kind in ("avg", "pooled")]
-
-
-TTT = "results/eval/{run}/ttt_epoch_{epoch}/metrics.json"
-TTT_JOB = "results/ttt/{run}/epoch_{epoch}/job_{job}.npz"
 
 
 def ttt_files(plan: RunPlan, run: RunConfig) -> list[str]:
@@ -483,9 +478,6 @@ def ttt_row(run_name: str, run: RunConfig) -> str:
     so it is not one more checkpoint of the run in the checkpoint selection)."""
     dataset = run.answered_dataset
     return run_name if dataset == run.dataset else f"{run_name}@{dataset}"
-
-
-RUNS_ENSEMBLE = "results/eval/{ensemble}/ensemble/metrics.json"  # config `ensembles:`: its report row's folder
 
 
 def last_votes(run_name: str, run: RunConfig) -> str:
@@ -555,9 +547,6 @@ def schedule_inputs(cfg: WorkflowConfig, name: str, epoch: int) -> dict[str, Any
     if run.stop is not None and epoch in run.segment_ends()[:-1]:
         files["decision"] = DECISION.format(run=name, epoch=epoch)
     return files
-
-
-KAGGLE = "results/kaggle/{run}/epoch_{epoch}"  # the folder `snakemake kaggle` makes (rule bundle_kaggle)
 
 
 @dataclass(frozen=True)

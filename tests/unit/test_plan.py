@@ -17,7 +17,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from arcpipe import plan
+from arcpipe import paths, plan
 from arcpipe.config import GateConfig, QuickEvalConfig, StopConfig, WorkflowConfig, load_configs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -82,9 +82,9 @@ def simulate(
 
 def done(records: plan.MemoryRecords) -> set[str]:
     return (
-        {plan.DECISION.format(run=r, epoch=e) for r, e in records.stops}
-        | {plan.SCHEDULE.format(run=r, epoch=e) for r, e in records.fulls}
-        | {plan.GATE.format(run=r) for r in records.gates}
+        {paths.DECISION.format(run=r, epoch=e) for r, e in records.stops}
+        | {paths.SCHEDULE.format(run=r, epoch=e) for r, e in records.fulls}
+        | {paths.GATE.format(run=r) for r in records.gates}
     )
 
 
@@ -105,23 +105,23 @@ def producers(cfg: WorkflowConfig, plans: dict[str, plan.RunPlan], records: plan
         run = cfg.runs[name]
         for epoch in p.trained:
             inputs = list(plan.previous_files(run, name, epoch).values())
-            for pattern in (plan.CKPT, plan.STATE, plan.TRAIN_METRICS):
+            for pattern in (paths.CKPT, paths.STATE, paths.TRAIN_METRICS):
                 made[pattern.format(run=name, epoch=epoch)] = inputs
-            ckpt = [plan.CKPT.format(run=name, epoch=epoch)]
-            made[plan.FULL.format(run=name, epoch=epoch)] = ckpt  # evaluate_checkpoint runs for any trained one
-            made[plan.VOTES.format(run=name, epoch=epoch)] = ckpt
+            ckpt = [paths.CKPT.format(run=name, epoch=epoch)]
+            made[paths.FULL.format(run=name, epoch=epoch)] = ckpt  # evaluate_checkpoint runs for any trained one
+            made[paths.VOTES.format(run=name, epoch=epoch)] = ckpt
             if cfg.evaluation.quick is not None:
-                made[plan.QUICK.format(run=name, epoch=epoch)] = ckpt
-                made[plan.SCHEDULE.format(run=name, epoch=epoch)] = flat(plan.schedule_inputs(cfg, name, epoch))
+                made[paths.QUICK.format(run=name, epoch=epoch)] = ckpt
+                made[paths.SCHEDULE.format(run=name, epoch=epoch)] = flat(plan.schedule_inputs(cfg, name, epoch))
         for epoch in p.decisions:
-            made[plan.DECISION.format(run=name, epoch=epoch)] = flat(plan.decision_inputs(cfg, name, epoch))
+            made[paths.DECISION.format(run=name, epoch=epoch)] = flat(plan.decision_inputs(cfg, name, epoch))
         if p.ensemble:
-            ckpts = [plan.CKPT.format(run=name, epoch=e) for e in p.ensemble]
-            votes = [plan.VOTES.format(run=name, epoch=e) for e in p.ensemble]
+            ckpts = [paths.CKPT.format(run=name, epoch=e) for e in p.ensemble]
+            votes = [paths.VOTES.format(run=name, epoch=e) for e in p.ensemble]
             for path, inputs in zip(plan.ensemble_files(p, k), (ckpts, votes), strict=True):
                 made[path] = inputs
         if p.gate is not None and p.gate.epoch is not None:
-            made[plan.GATE.format(run=name)] = [plan.FULL.format(run=p.gate.gate_run, epoch=p.gate.epoch)]
+            made[paths.GATE.format(run=name)] = [paths.FULL.format(run=p.gate.gate_run, epoch=p.gate.epoch)]
     return made
 
 
@@ -134,8 +134,8 @@ def targets(cfg: WorkflowConfig, plans: dict[str, plan.RunPlan]) -> list[str]:
     files = []
     k = cfg.evaluation.ensemble_last
     for p in plans.values():
-        files += plan.files(p, plan.FULL, "full") + plan.files(p, plan.DECISION, "decisions")
-        files += plan.files(p, plan.QUICK, "quick") + (plan.ensemble_files(p, k) if k else [])
+        files += plan.files(p, paths.FULL, "full") + plan.files(p, paths.DECISION, "decisions")
+        files += plan.files(p, paths.QUICK, "quick") + (plan.ensemble_files(p, k) if k else [])
     return files
 
 
@@ -212,8 +212,8 @@ def test_the_kaggle_target_waits_for_the_plan_and_bundles_a_checkpoint_it_trains
     wanted = epoch or (final_plan.trained[-1] if final_plan.trained else None)
     if wanted is not None and wanted in final_plan.trained:
         assert (final.epoch, final.refusal) == (wanted, None)
-        assert final.files == [plan.KAGGLE.format(run=name, epoch=wanted)]
-        assert plan.CKPT.format(run=name, epoch=wanted) in producers(cfg, seen[-1], records)
+        assert final.files == [paths.KAGGLE.format(run=name, epoch=wanted)]
+        assert paths.CKPT.format(run=name, epoch=wanted) in producers(cfg, seen[-1], records)
     else:  # the run never started, or kaggle_epoch is after where it stopped
         assert final.epoch is None and final.files == [] and not final.waiting
         why = final_plan.refusal(wanted or final_plan.planned[-1])
@@ -265,7 +265,7 @@ def test_every_ensemble_of_runs_pools_the_last_evaluation_its_members_plans_make
         for member, path in zip(cfg.ensemble_members(ensemble), votes, strict=True):
             assert plan.is_static(cfg, member), member
             p = plan.run_plan(cfg, member, plan.MemoryRecords())
-            last = plan.ttt_files(p, cfg.runs[member]) or plan.files(p, plan.FULL, "full")[-1:]
+            last = plan.ttt_files(p, cfg.runs[member]) or plan.files(p, paths.FULL, "full")[-1:]
             assert path == last[0].replace("metrics.json", "votes.npz")
 
 
