@@ -1,6 +1,13 @@
 """The rehearsal's parts shared by its two tests: the SLURM one (test_slurm_lab.py, with the other tests on the lab,
 so that one pytest worker owns the lab) and the ICE one (test_rehearsal.py). What the rehearsal checks:
-test_rehearsal.py's docstring."""
+test_rehearsal.py's docstring.
+
+The ICE rehearsal runs the whole `full` target (every published run, the staged runs' stop decision and gate
+included); the SLURM one runs the `full` target of SLURM_RUNS alone (SLURM_SUBSET tags the other runs `smoke`, so
+that `full` leaves them out): what is SLURM's own (sbatch and srun, the jobs' partitions, GPUs, time limits and
+memory as slurmctld records them, the driver's kill and takeover on SLURM) is exercised by those runs, and what
+the plan decides (which boundaries train, the stop decision, the gate) is the same through either profile, so the
+ICE rehearsal checks it once."""
 
 from __future__ import annotations
 
@@ -27,12 +34,29 @@ GPU_RULES = {"train_segment", "run_preflight", "evaluate_checkpoint"}
 CPU_RULES = {"build_dataset", "verify_dataset", "render_full_report", "pool_full_votes"}
 
 
-def rehearsal_config() -> WorkflowConfig:
+# The SLURM rehearsal's runs, one of each training shape on SLURM: urm-arc2 (1 node x 2 GPUs, torchrun
+# --standalone, one group job of two checkpoints: the job the driver is killed in), hrm-arc1 (2 nodes x 1 GPU: srun
+# and torchrun on both lab nodes, two segments, offline W&B on every rank) and trm-arc2 (1 GPU, one process); their
+# datasets are both of the rehearsal's, so every CPU stage (build, verify, pooled votes, report) runs on SLURM too.
+SLURM_RUNS = ("hrm-arc1", "trm-arc2", "urm-arc2")
+
+
+def rehearsal_config(*overlays: dict) -> WorkflowConfig:
+    """config/config.yaml with config/rehearsal.yaml and `overlays` merged over it, as Snakemake merges them."""
     from snakemake.utils import update_config
 
     config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
-    update_config(config, yaml.safe_load((ROOT / "config/rehearsal.yaml").read_text()))
+    for overlay in (yaml.safe_load((ROOT / "config/rehearsal.yaml").read_text()), *overlays):
+        update_config(config, overlay)
     return WorkflowConfig.model_validate(config)
+
+
+def slurm_subset() -> dict:
+    """The overlay that leaves SLURM_RUNS alone in the `full` target: every other full run tagged `smoke` (no
+    other field changes, so SLURM_RUNS' resolved configs, and urm-arc2's weights, are the ICE rehearsal's)."""
+    full = rehearsal_config().runs_for("full")
+    assert set(SLURM_RUNS) <= set(full), full
+    return {"runs": {name: {"target": "smoke"} for name in full if name not in SLURM_RUNS}}
 
 
 def workdir(tmp_path: Path) -> Path:
@@ -47,10 +71,12 @@ def workdir(tmp_path: Path) -> Path:
     return work
 
 
-def assert_every_full_job_finished(work: Path, cfg: WorkflowConfig) -> None:
-    """Every boundary the plan trains (by the records on disk: urm-arc1-validate's stop decision, urm-arc1's gate)
-    has its checkpoint and due evaluations, none that it does not train has, and no record is still awaited."""
+def assert_every_full_job_finished(work: Path, cfg: WorkflowConfig) -> dict[str, plan.RunPlan]:
+    """Every boundary the plan trains (by the records on disk: a stop rule's decisions, a gate) has its checkpoint
+    and due evaluations, none that it does not train has, no record is still awaited, and the full report is
+    written. Returns the plans."""
     plans = plan.plans(cfg, plan.DiskRecords(work / "results"), cfg.runs_for("full"))
+    assert plans.keys() == set(cfg.runs_for("full")), plans.keys()
     for name, p in plans.items():
         assert p.final, (name, p.waiting)
         assert (work / f"results/runs/{name}/preflight.json").is_file()
@@ -59,10 +85,16 @@ def assert_every_full_job_finished(work: Path, cfg: WorkflowConfig) -> None:
             assert (work / f"results/runs/{name}/ckpt/epoch_{epoch}.pt").is_file() == trained, (name, epoch)
             due = epoch in p.full
             assert (work / f"results/eval/{name}/epoch_{epoch}/metrics.json").is_file() == due, (name, epoch)
-    assert plans["urm-arc1"].gate is not None and plans["urm-arc1"].gate.state == "open"
-    assert plans["urm-arc1-validate"].decisions == (2,)  # the stop decision was made (stop or go on: the curve's)
     for table in ("passk.md", "pooled.md", "comparison.md"):
         assert (work / "results/report/full" / table).is_file()
+    return plans
+
+
+def assert_the_staged_runs_decided(plans: dict[str, plan.RunPlan]) -> None:
+    """The staged scenario of the whole `full` target: urm-arc1-validate's stop decision was made and urm-arc1's
+    gate opened on it (the ICE rehearsal; the plan decides the same through either profile)."""
+    assert plans["urm-arc1"].gate is not None and plans["urm-arc1"].gate.state == "open"
+    assert plans["urm-arc1-validate"].decisions == (2,)  # the stop decision was made (stop or go on: the curve's)
 
 
 def expected_gpus(cfg: WorkflowConfig, rule: str, run: str) -> int:

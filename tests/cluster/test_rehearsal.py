@@ -1,10 +1,14 @@
 """The rehearsal: the real `full` target through the real cluster profiles, sizes shrunk (config/rehearsal.yaml),
 and every job checked as the scheduler received it.
 
-* profiles/slurm on the SLURM lab (cluster/slurm/lab-up.sh: partitions cpu and gpu, fake GPU GRES): every job's
-  record in slurmctld (`scontrol show job`: partition, GPUs, time limit, memory);
-* profiles/ice against the kubectl stand-in: every rendered Job manifest (GPU limits, node selector, deadline,
-  memory, the memory-backed /dev/shm).
+* profiles/ice against the kubectl stand-in: every published run (the staged ones too: urm-arc1-validate's stop
+  decision, urm-arc1's gate), every rendered Job manifest (GPU limits, node selector, deadline, memory, the
+  memory-backed /dev/shm);
+* profiles/slurm on the SLURM lab (cluster/slurm/lab-up.sh: partitions cpu and gpu, fake GPU GRES): the `full`
+  target of one run of each training shape (rehearsal.SLURM_RUNS: 1 node x 2 GPUs, 2 nodes x 1 GPU, 1 GPU) with
+  both datasets, the pooled votes and the report, and every job's record in slurmctld (`scontrol show job`:
+  partition, GPUs, time limit, memory). The other runs would add jobs of the same kinds and shapes, and the
+  decisions of the staged runs are the plan's, the same through either profile: the ICE rehearsal checks them.
 What each job must ask for: training, preflight and evaluation GPUs on the GPU partition (training nodes x
 gpus_per_node; preflight and evaluation at least one, as the run trains on GPUs); data and report stages no GPU
 on the CPU partition; every job a time limit and memory. The run must finish (every full run, its preflight, its
@@ -33,6 +37,7 @@ from rehearsal import (
     REHEARSAL,
     assert_equals_an_uninterrupted_run,
     assert_every_full_job_finished,
+    assert_the_staged_runs_decided,
     kill_driver_while_training,
     rehearsal_config,
     workdir,
@@ -88,7 +93,7 @@ def test_full_rehearsal_through_the_ice_profile(
     assert done.returncode == 0, out[-5000:]
     assert "took over from a dead driver" in out and "(another host): last heartbeat" in out, out[:3000]
     assert "cancelled its" in out, out[:3000]
-    assert_every_full_job_finished(work, cfg)
+    assert_the_staged_runs_decided(assert_every_full_job_finished(work, cfg))
     assert running() == [], "a training Job still has a running pod after the workflow ended"
 
     state = Path(fake_ice["FAKE_KUBECTL_STATE"])

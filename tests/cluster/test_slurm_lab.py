@@ -16,6 +16,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+import yaml
 from clusterlib import FIXTURES, ROOT, SENTINEL, SLURM_POLL, base_env, files_containing, snakemake, write_runs
 from rehearsal import (
     CPU_RULES,
@@ -27,6 +28,7 @@ from rehearsal import (
     expected_gpus,
     kill_driver_while_training,
     rehearsal_config,
+    slurm_subset,
     workdir,
 )
 
@@ -96,9 +98,13 @@ def test_lab_up_is_idempotent_and_fast_when_nothing_changed(slurm_lab: None) -> 
 def test_full_rehearsal_through_the_slurm_profile(
     tmp_path: Path, slurm_lab: None, tmp_path_factory: pytest.TempPathFactory, worker_id: str
 ) -> None:
-    cfg = rehearsal_config()
+    """The `full` target of rehearsal.SLURM_RUNS (one run of each training shape, both datasets, the pooled votes
+    and the report; test_rehearsal.py's docstring says why the others are the ICE rehearsal's alone)."""
+    subset = slurm_subset()
+    cfg = rehearsal_config(subset)
     work = workdir(tmp_path)
-    args = ["--profile", str(ROOT / "profiles/slurm"), *SLURM_POLL, "full", *REHEARSAL]
+    (work / "slurm-runs.yaml").write_text(yaml.safe_dump(subset))
+    args = ["--profile", str(ROOT / "profiles/slurm"), *SLURM_POLL, "full", *REHEARSAL, "slurm-runs.yaml"]
 
     def running() -> list[str]:
         """This workflow's training jobs SLURM runs now (several runs train at once)."""
