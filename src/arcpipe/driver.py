@@ -43,12 +43,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from arcpipe import paths
+
 RECORD = Path(".snakemake") / "arcpipe-driver.json"
 LOCKS = Path(".snakemake") / "locks"
 LEDGER = Path(".snakemake") / "arcpipe-submitted"  # profiles/ice/submit.py appends "<time> <namespace>/<job>"
 INCOMPLETE = Path(".snakemake") / "incomplete"  # Snakemake's markers: one file per output, its path in urlsafe base64
 # outputs their rules write atomically (arcpipe.config.write_yaml_atomic): write_run_config, write_eval_config
-ATOMIC_OUTPUTS = ("results/runs/*/config.yaml", "results/eval/*/evaluation.yaml")
+ATOMIC_OUTPUTS = (paths.RUN_CONFIG.format(run="*"), paths.EVAL_CONFIG.format(run="*"))
 HEARTBEAT_S = float(os.environ.get("ARCPIPE_DRIVER_HEARTBEAT_S", "30"))
 CANCEL_WAIT_S = 600  # a cancelled job's processes must be gone before its segment is submitted again
 

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from arcpipe import paths
 from arcpipe.config import ArcpipeError, GateConfig, RunConfig
 from arcpipe.files import atomic_write_many
 from arcpipe.plan import read_gate
@@ -49,7 +50,7 @@ def decide(run: str, gate: GateConfig, epoch: int, metrics: Mapping[str, Any], m
         "run": run,
         "gate_run": gate.run,
         "epoch": epoch,
-        "checkpoint": f"results/runs/{gate.run}/ckpt/epoch_{epoch}.pt",
+        "checkpoint": paths.CKPT.format(run=gate.run, epoch=epoch),
         "metrics": metrics_path,
         "metric": gate.metric,
         "value": value,

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from arcpipe import paths
 from arcpipe.config import ArcpipeError, WorkflowConfig
 from arcpipe.config.sweeps import HalvingConfig
 from arcpipe.files import atomic_write_many
@@ -122,10 +122,10 @@ def rung_line(record: Mapping[str, Any], path: str | Path) -> str:
 
 
 def _run_of(path: str) -> str:
-    match = re.search(r"results/eval/([^/]+)/epoch_\d+/metrics\.json$", str(path))
+    match = paths.parse(paths.FULL, path)
     if match is None:
         raise ArcpipeError(f"{path}: not a full evaluation's metrics.json (results/eval/<run>/epoch_<E>/metrics.json)")
-    return match[1]
+    return match["run"]
 
 
 def _grid_order(cfg: WorkflowConfig, sweep: str) -> list[str]:

@@ -28,13 +28,14 @@ from pathlib import Path
 
 import yaml
 
+from arcpipe import paths
 from arcpipe.config import ArcpipeError, DatasetConfig, WorkflowConfig, training_changes, with_defaults
 
 DATASET_EXECUTION_FIELDS = frozenset({"workers"})
 
 
 def run_dir(root: Path, run: str) -> Path:
-    return root / "results" / "runs" / run
+    return root / paths.RUN.format(run=run)
 
 
 def checkpoints(root: Path, run: str) -> list[Path]:
@@ -151,10 +152,10 @@ def archive_run(cfg_runs: Iterable[str], run: str, root: Path = Path(".")) -> Pa
     """Move a run's training and evaluation results into results/archive/<run>-<UTC time>/; returns that folder."""
     if run not in set(cfg_runs):
         raise ArcpipeError(f"runs.{run}: no such run in the config (runs: {', '.join(sorted(cfg_runs))})")
-    sources = [p for p in (run_dir(root, run), root / "results" / "eval" / run) if p.exists()]
+    sources = [p for p in (run_dir(root, run), root / paths.EVAL.format(run=run)) if p.exists()]
     if not sources:
         raise ArcpipeError(f"runs.{run}: nothing to archive (no results/runs/{run} or results/eval/{run})")
-    dest = root / "results" / "archive" / f"{run}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+    dest = root / paths.ARCHIVE.format(name=f"{run}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
     dest.mkdir(parents=True)
     for src in sources:
         src.rename(dest / src.parent.name)  # same filesystem: a rename, nothing copied or lost

@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 
 import pandas as pd
 
+from arcpipe import paths
 from arcpipe.config import WorkflowConfig
 from arcpipe.gates import gate_status
 from arcpipe.plan import stop_records
@@ -86,13 +87,15 @@ def success_lines(root: Path, outputs: Iterable[str], cfg: WorkflowConfig) -> li
             covered |= set(summary["run"])
     uncovered = [run for run in runs if run not in covered and run in cfg.runs]
     width = max((len(run) for run in uncovered), default=0)
-    stops = stop_records(cfg, root / "results", uncovered)  # where a stop rule ended a run (arcpipe.plan)
+    stops = stop_records(cfg, root / paths.RESULTS, uncovered)  # where a stop rule ended a run (arcpipe.plan)
     fallback = [
         line + (f"  (stopped at epoch {stops[run]['epoch']} of {stops[run]['planned_epochs']})" if run in stops else "")
         for run in uncovered
         if (line := _metrics_line(root, run, cfg, width))
     ]
-    stopped = [f"  {run.ljust(width)}  {status}" for run in uncovered if (status := gate_status(root / "results", run))]
+    stopped = [
+        f"  {run.ljust(width)}  {status}" for run in uncovered if (status := gate_status(root / paths.RESULTS, run))
+    ]
     if fallback:
         lines.append(f"pass@{cfg.report.main_k} in % of the last checkpoint (epoch), {TRAINED}, GPU-hours:")
         lines += fallback + ["the tables of every run, selected checkpoints included: snakemake report"]
@@ -200,11 +203,11 @@ def _metrics_line(root: Path, run: str, cfg: WorkflowConfig, width: int) -> str:
     evaluation GPUs)."""
     evaluations = sorted(
         (int(path.parent.name.removeprefix("epoch_")), json.loads(path.read_text()))
-        for path in (root / "results/eval" / run).glob("epoch_*/metrics.json")
+        for path in (root / paths.EVAL.format(run=run)).glob("epoch_*/metrics.json")
     )
     records = [
         json.loads(line)
-        for path in sorted((root / "results/runs" / run / "metrics").glob("epoch_*.jsonl"))
+        for path in sorted((root / paths.RUN.format(run=run) / "metrics").glob("epoch_*.jsonl"))
         for line in path.read_text().splitlines()
         if line.strip()
     ]

@@ -11,6 +11,9 @@ ask it. Renaming a folder is an edit here (and a `snakemake -n` of every target 
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 RESULTS = "results"
 
 # a dataset (rules/data.smk): built, then verified
@@ -57,11 +60,28 @@ RUNS_ENSEMBLE = RUNS_ENSEMBLE_DIR + "/metrics.json"
 POOLED_LAST = POOLED_DIR + "/metrics.json"  # the votes of the last k checkpoints pooled (rule pool_last_votes)
 
 KAGGLE = "results/kaggle/{run}/epoch_{epoch}"  # the folder `snakemake kaggle` makes (rule bundle_kaggle)
+ARCHIVE = "results/archive/{name}"  # `arcpipe run archive`: a run's training and evaluation folders moved aside
 
 # the report (rules/report.smk)
 REPORT = "results/report"
 FULL_REPORT = REPORT + "/full"  # the `full` target's runs
 SWEEP_REPORT = REPORT + "/sweeps/{sweep}"
+
+
+def under(results: str | Path, pattern: str, **where: object) -> Path:
+    """`pattern` filled in (`where`), in the results folder `results` (the workflow's own, or another's)."""
+    return Path(results) / pattern.format(**where).removeprefix(RESULTS + "/")
+
+
+def parse(pattern: str, path: str | Path) -> dict[str, str] | None:
+    """The wildcards of `path` if it ends as `pattern` does (a folder's name, never across a /), else None:
+    parse(FULL, "results/eval/r/epoch_4/metrics.json") == {"run": "r", "epoch": "4"}."""
+    regex = "".join(
+        f"(?P<{part[1:-1]}>[^/]+)" if part.startswith("{") else re.escape(part)
+        for part in re.split(r"(\{[a-z]+\})", pattern)
+    )
+    match = re.search(regex + "$", str(path))
+    return None if match is None else match.groupdict()
 
 
 def eval_files(folder: str) -> dict[str, str]:

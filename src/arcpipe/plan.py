@@ -55,12 +55,14 @@ from arcpipe.paths import (  # the files of a boundary and the records of the de
     GATE,
     KAGGLE,
     QUICK,
+    RESULTS,
     RUNG,
     RUNS_ENSEMBLE,
     SCHEDULE,
     STATE,
     TTT,
     TTT_JOB,
+    under,
 )
 
 if TYPE_CHECKING:
@@ -113,10 +115,10 @@ class Records(Protocol):
 class DiskRecords:
     """The records as they are on disk in the workflow's results folder."""
 
-    results: Path = Path("results")
+    results: Path = Path(RESULTS)
 
     def _read(self, reader: Any, pattern: str, key: str, **where: Any) -> bool | None:
-        record = reader(self.results / pattern.format(**where).removeprefix("results/"))
+        record = reader(under(self.results, pattern, **where))
         return None if record is None else bool(record[key])
 
     def stop(self, run: str, epoch: int) -> bool | None:
@@ -129,7 +131,7 @@ class DiskRecords:
         return self._read(read_gate, GATE, "passed", run=run)
 
     def rung(self, sweep: str, epoch: int) -> tuple[str, ...] | None:
-        record = read_rung(self.results / RUNG.format(sweep=sweep, epoch=epoch).removeprefix("results/"))
+        record = read_rung(under(self.results, RUNG, sweep=sweep, epoch=epoch))
         return None if record is None else tuple(record["kept"])
 
 
@@ -507,8 +509,7 @@ def stop_records(cfg: WorkflowConfig, results: Path, names: list[str]) -> dict[s
             continue
         plan = run_plan(cfg, name, DiskRecords(results), evaluations=False)
         if plan.stopped_at is not None:
-            path = DECISION.format(run=name, epoch=plan.stopped_at).removeprefix("results/")
-            stopped[name] = read_decision(results / path)
+            stopped[name] = read_decision(under(results, DECISION, run=name, epoch=plan.stopped_at))
     return stopped
 
 

@@ -31,3 +31,10 @@ def test_the_plan_asks_the_same_patterns() -> None:
     assert paths.eval_files(paths.QUICK_DIR)["metrics"] == paths.QUICK
     assert paths.ENSEMBLE_DIR.format(kind="pooled", run="r", k=2) == paths.POOLED_DIR.format(run="r", k=2)
     assert paths.CKPT.format(run="r", epoch=4) == "results/runs/r/ckpt/epoch_4.pt"
+
+
+def test_a_path_is_read_back_into_its_wildcards() -> None:
+    assert paths.parse(paths.FULL, "/w/results/eval/trm-a.1/epoch_40/metrics.json") == {"run": "trm-a.1", "epoch": "40"}
+    assert paths.parse(paths.FULL, "results/eval/r/epoch_4/quick/metrics.json") is None  # a quick one is not a full one
+    assert paths.parse(paths.RUNG, paths.RUNG.format(sweep="s", epoch=6)) == {"sweep": "s", "epoch": "6"}
+    assert paths.under("/elsewhere/res", paths.GATE, run="g") == Path("/elsewhere/res/gates/g.json")

@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from arcpipe import plan
+from arcpipe import paths, plan
 from arcpipe.config import WorkflowConfig
 from arcpipe.files import atomic_write_many
 from arcpipe.forecast import forecast_table
@@ -58,7 +58,7 @@ PASSK_NOTES = [
     "Votes are fresh for each checkpoint (single-checkpoint); see pooled.md for upstream's pooled numbers.",
 ]
 
-RESULTS = Path("results")  # the workflow's results folder, relative to the directory its jobs run in
+RESULTS = Path(paths.RESULTS)  # the workflow's results folder, relative to the directory its jobs run in
 
 
 def render_workflow_report(
