@@ -48,13 +48,23 @@ def snakemake(args: list[str], cwd: Path, env: dict[str, str], timeout_s: int) -
     """
     argv = ["timeout", "-s", "INT", "-k", "30", str(timeout_s), str(VENV_BIN / "snakemake"), *args]
     with open(cwd / "snakemake.log", "w") as log:
-        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            argv, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            preexec_fn=default_sigint,
+        )  # fmt: skip
         try:
             returncode = proc.wait()
         except BaseException:
             _stop_group(proc)
             raise
     return subprocess.CompletedProcess(argv, returncode, (cwd / "snakemake.log").read_text())
+
+
+def default_sigint() -> None:
+    """Popen's preexec_fn: SIGINT as by default in the child. A test run started in the background of a
+    non-interactive shell inherits SIGINT ignored, and a Python started so keeps ignoring it: Snakemake would never
+    see the Ctrl-C these tests send (in one such CI run, two tests waited 120 s on a Snakemake that did not stop)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _stop_group(proc: subprocess.Popen) -> None:

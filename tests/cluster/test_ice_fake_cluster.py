@@ -15,7 +15,17 @@ import time
 from pathlib import Path
 
 import pytest
-from clusterlib import FAKE_KUBECTL, FIXTURES, ICE_POLL, ROOT, SENTINEL, files_containing, snakemake, write_runs
+from clusterlib import (
+    FAKE_KUBECTL,
+    FIXTURES,
+    ICE_POLL,
+    ROOT,
+    SENTINEL,
+    default_sigint,
+    files_containing,
+    snakemake,
+    write_runs,
+)
 from kubernetes.client import V1Job
 
 PROFILE = ROOT / "profiles/ice"
@@ -98,7 +108,9 @@ def test_ctrl_c_cancels_running_jobs_without_waiting(tmp_path: Path, fake_ice: d
     argv = [str(Path(sys.executable).parent / "snakemake"), *ice_args(configfile), "all"]
     log = open(tmp_path / "snakemake.log", "w")  # noqa: SIM115 - closed below, after the process ends
     env = {**fake_ice, "FAKE_KUBECTL_GET_DELAY_S": str(get_delay)}
-    proc = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        argv, cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT, preexec_fn=default_sigint
+    )
     state = Path(fake_ice["FAKE_KUBECTL_STATE"])
     pods = state / "arcpipe/pods"
     try:
