@@ -42,11 +42,6 @@ TINY_RUN = {
 # while the other worker makes it waits, idle, so these go right after the cluster files: the runs are made while the
 # other worker has work of its own, and the later readers find them made.
 FIRST_READERS = ("tests/workflow/test_smoke.py", "tests/workflow/test_quick_eval.py")
-# Cluster files whose tests time a Ctrl-C (a Snakemake driver must exit within seconds of it): after FIRST_READERS,
-# so that they do not run beside the ICE rehearsal. With the SLURM rehearsal shortened, the file came right after
-# it, beside the ICE rehearsal's last minutes and the numeric pass, and in one clean-clone CI run both Ctrl-C tests
-# waited over 120 s for Snakemake to exit (alone: 20-60 s; beside the ICE rehearsal alone: 101 s for both).
-AFTER_FIRST_READERS = ("tests/cluster/test_ice_fake_cluster.py",)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -55,12 +50,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     files to two pytest-xdist workers, in this order, so that the rehearsals start at once and the workers end
     together, on short tests); tests marked `gpu` are collected everywhere and skipped, with the reason, where CUDA
     is not available."""
-    cost: dict[str, float] = {}
+    cost: dict[str, int] = {}
     for item in items:
         path = item.nodeid.split("::")[0]
         slow, cluster = item.get_closest_marker("slow"), item.get_closest_marker("cluster")
-        tier = 1 if path in FIRST_READERS else 1.5 if path in AFTER_FIRST_READERS else 0 if slow and cluster else 2
-        tier = tier if slow or path in FIRST_READERS else 3
+        tier = 0 if slow and cluster else 1 if path in FIRST_READERS else 2 if slow else 3
         cost[path] = min(cost.get(path, 3), tier)
     items.sort(key=lambda item: cost[item.nodeid.split("::")[0]])  # stable: a file's tests keep their order
     gpu_items = [item for item in items if item.get_closest_marker("gpu")]
