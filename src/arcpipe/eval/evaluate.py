@@ -147,7 +147,7 @@ def evaluate_checkpoint(
         controls = {}
         if "blank_puzzle_id" in config.controls:  # every rank runs the second pass; rank 0 scores it
             controls["blank_puzzle_id"] = blank_id_control(
-                head, split, example_ids, rows, local_batch, env, identifiers, test, config.pass_ks, compile
+                head, split, example_ids, rows, local_batch, env, identifiers, test, config.pass_ks, compile, views
             )
         if env.rank != 0:
             return None
@@ -257,15 +257,18 @@ def blank_id_control(
     test: TestPuzzles,
     ks: Sequence[int],
     compile: bool | None = None,
+    views: np.ndarray | None = None,
 ) -> dict[str, float] | None:
     """pass@K of a second pass with every row's puzzle embedding replaced by the blank row; rank 0's, else None.
 
     The model sees the dataset's blank identifier instead of the row's own; the vote still reads each row's real
     identifier, which names the augmentation to undo. How far this falls below the normal pass@K is how much the
-    answers depend on the memorised per-puzzle embedding.
+    answers depend on the memorised per-puzzle embedding. `views`: the rows' dihedral ids (`example_views`), when the
+    caller has them.
     """
     blank = np.full_like(example_ids, split.metadata.blank_identifier_id)
-    views = example_views(example_ids, identifiers)  # the rows' real views, as the vote reads them
+    if views is None:
+        views = example_views(example_ids, identifiers)  # the rows' real views, as the vote reads them
     control = predict(head, split.inputs, split.labels, blank, rows, batch_size, env, compile=compile, views=views)
     if control is None:
         return None
