@@ -53,6 +53,10 @@ class TTTConfig(Strict):
     # job j of `jobs` takes test tasks j, j + jobs, ... (known before the data exist): 400 is one task per job on
     # ARC-AGI-1's evaluation set; fewer jobs work through several tasks each on one GPU
     jobs: int = Field(default=400, gt=0)
+    # tasks a job fits at once, K (eval/batched.py): one step advances K fits, each with its own weights, AdamW
+    # state, task tokens, rate and clipping, stacked along a leading dimension. 1: one task at a time (`fit`, held
+    # to upstream's step for step). The default stays 1 until the batched step is measured on a GPU (docs/varc.md)
+    tasks_per_step: int = Field(default=1, ge=1)
     # the dataset whose test tasks are fitted and answered, each on its demonstrations (every view) in that
     # dataset's train split; None: the run's own. Another one is upstream's protocol: offline training without the
     # evaluation tasks (test_demos_in_train: false, or training tasks only), then test-time training on a dataset of

@@ -60,6 +60,7 @@ from arcpipe.config import ArcpipeError, EvaluationConfig
 from arcpipe.config.arch import VARC_ARCHS
 from arcpipe.config.runs import TTTConfig, compiles
 from arcpipe.data.dataset import example_puzzle_ids, identifiers_sha256, load_split
+from arcpipe.eval import batched
 from arcpipe.eval.evaluate import check_verified, evaluate_predictions
 from arcpipe.eval.infer import example_views, make_batch, predict, rows_of_tasks
 from arcpipe.eval.puzzles import load_identifiers, load_test_puzzles
@@ -128,16 +129,35 @@ def fit_task(
     demonstrations: `task_views`' rows and views. The head's task-token table becomes the task's own, one fresh row
     per view (as upstream's new table): rows 0..V-1 in the order of the views' identifiers (`local_ids` renumbers
     the task's rows to match). loss_fn: `step_loss` (default) or its compiled twin, shared by a job's tasks."""
-    rows, views = demonstrations
     inner = head.model.inner
     old = inner.task_token_embed.weight
+    fresh, epoch_batches = task_batches(old.shape[1], split, example_ids, demonstrations, task, cfg, seed, device)
+    with torch.no_grad():
+        inner.task_token_embed = torch.nn.Embedding(len(fresh), old.shape[1], device=old.device, dtype=old.dtype)
+        inner.task_token_embed.weight.copy_(fresh)
+    torch.manual_seed(seed * 1_000_003 + zlib.crc32(task.encode()))  # dropout
+    stats = fit(head, epoch_batches, cfg, loss_fn)
+    return {"views": len(fresh), "demonstrations": len(demonstrations[0]), **stats}
+
+
+def task_batches(
+    width: int,
+    split: Any,
+    example_ids: np.ndarray,
+    demonstrations: tuple[np.ndarray, np.ndarray],
+    task: str,
+    cfg: TTTConfig,
+    seed: int,
+    device: torch.device,
+) -> tuple[torch.Tensor, Callable[[int], Iterator[dict[str, torch.Tensor]]]]:
+    """`task`'s fresh task-token table (views x width, float32, drawn from the seed and the task) and its batches
+    of each epoch (the rows in an order of their own per epoch, each row's canvas placement from the seed, the task
+    and the step): what `fit_task` fits alone and a batched job (`tasks_per_step` > 1) fits beside other tasks."""
+    rows, views = demonstrations
     stream = zlib.crc32(task.encode())
     generator = torch.Generator().manual_seed(seed * 1_000_003 + stream)
-    with torch.no_grad():
-        fresh = torch.empty((len(views), old.shape[1]), dtype=torch.float32)
-        torch.nn.init.trunc_normal_(fresh, std=TOKEN_STD, generator=generator)
-        inner.task_token_embed = torch.nn.Embedding(len(views), old.shape[1], device=old.device, dtype=old.dtype)
-        inner.task_token_embed.weight.copy_(fresh)
+    fresh = torch.empty((len(views), width), dtype=torch.float32)
+    torch.nn.init.trunc_normal_(fresh, std=TOKEN_STD, generator=generator)
     example_ids = local_ids(example_ids, rows, views, task)
     order_rng = np.random.default_rng([seed, stream])
     B = cfg.batch_size
@@ -156,9 +176,18 @@ def fit_task(
             )
             yield batch
 
-    torch.manual_seed(seed * 1_000_003 + stream)  # dropout
-    stats = fit(head, epoch_batches, cfg, loss_fn)
-    return {"views": len(views), "demonstrations": len(rows), **stats}
+    return fresh, epoch_batches
+
+
+def task_steps(
+    batches: Callable[[int], Iterable[dict[str, torch.Tensor]]], cfg: TTTConfig
+) -> Iterator[tuple[float, dict[str, torch.Tensor]]]:
+    """`fit`'s steps as a list: (rate, batch) for each batch of epochs 0..cfg.epochs, in `fit`'s order (a batched
+    job's `TaskFit.steps`)."""
+    for epoch in range(cfg.epochs + 1):
+        rate = cfg.lr * lr_factor(epoch, cfg)
+        for batch in batches(epoch):
+            yield rate, batch
 
 
 def fit(
@@ -244,41 +273,54 @@ def run_job(
             {
                 "checkpoint": file_sha256(checkpoint),
                 "dataset": identifiers_sha256(dataset_dir),
-                "ttt": cfg.model_dump(mode="json"),
+                # not ttt.tasks_per_step: a task's fit is its own whatever K (eval/batched.py), so a job retried
+                # with another K (after running out of memory) keeps the answered tasks; each says its K
+                "ttt": cfg.model_dump(mode="json", exclude={"tasks_per_step"}),
                 "attempts": evaluation.canvas_attempts,
                 "model_step": model_step,
             },
             sort_keys=True,
         )
-        parts, stats = [], {}
+        parts: dict[str, dict[str, np.ndarray]] = {}
+        stats: dict[str, dict[str, Any]] = {}
+        todo = []
         for task in tasks:
-            done = done_dir / f"{task}.npz"
-            kept = _read_task(done, key)
+            kept = _read_task(done_dir / f"{task}.npz", key)
             if kept is not None:  # answered before this job was killed
-                part, stats[task] = kept
-                parts.append(part)
-                log.info("%s: answered by an earlier attempt of this job (%s)", task, done)
-                continue
-            head, _ = model_from_checkpoint(ckpt, env.device, source=checkpoint, batch_size=cfg.batch_size)
-            demonstrations = task_views(train_ids, identifiers, task)
-            stats[task] = fit_task(head, train, train_ids, demonstrations, task, cfg, seed, env.device, loss_fn)
-            stats[task]["model_step"] = model_step
+                parts[task], stats[task] = kept
+                log.info("%s: answered by an earlier attempt of this job (%s)", task, done_dir / f"{task}.npz")
+            else:
+                todo.append(task)
+
+        def answer(task: str, head: torch.nn.Module, views_of_task: np.ndarray, task_stats: dict[str, Any]) -> None:
+            """The fitted `head`'s answers to the task's test views, kept in the task's file at once."""
+            task_stats["model_step"] = model_step
             rows = rows_of_tasks(test_ids, identifiers, [task])
-            task_ids = local_ids(test_ids, rows, demonstrations[1], task)  # the rows of the task's own table
+            task_ids = local_ids(test_ids, rows, views_of_task, task)  # the rows of the task's own table
             rows = np.repeat(rows, evaluation.canvas_attempts)
             batch = max(min(evaluation.batch_size, len(rows)), 1)
             answering = time.monotonic()
             answers = predict(head, test.inputs, test.labels, task_ids, rows, batch, env, compile=False, views=views)
             assert answers is not None  # one process
-            stats[task]["answer_seconds"] = round(time.monotonic() - answering, 3)  # every view's attempts
+            task_stats["answer_seconds"] = round(time.monotonic() - answering, 3)  # every view's attempts
             part = {"rows": answers.rows, "preds": answers.preds, "q_halt_logits": answers.q_halt_logits}
-            parts.append(part)
+            parts[task], stats[task] = part, task_stats
             done_dir.mkdir(parents=True, exist_ok=True)
-            record = {**part, "stats": np.array(json.dumps(stats[task])), "key": np.array(key)}
-            atomic_write_many(done_dir, {done.name: _npz(record)})
-            log.info("%s: %s", task, stats[task])
+            record = {**part, "stats": np.array(json.dumps(task_stats)), "key": np.array(key)}
+            atomic_write_many(done_dir, {f"{task}.npz": _npz(record)})
+            log.info("%s: %s", task, task_stats)
+
+        if cfg.tasks_per_step == 1:
+            for task in todo:
+                head, _ = model_from_checkpoint(ckpt, env.device, source=checkpoint, batch_size=cfg.batch_size)
+                demonstrations = task_views(train_ids, identifiers, task)
+                task_stats = fit_task(head, train, train_ids, demonstrations, task, cfg, seed, env.device, loss_fn)
+                answer(task, head, demonstrations[1], task_stats)
+        elif todo:
+            _fit_batched(ckpt, checkpoint, todo, train, train_ids, identifiers, cfg, seed, env, model_step, answer)
+        ordered = [parts[task] for task in tasks]
         merged = {
-            k: np.concatenate([p[k] for p in parts]) if parts else np.zeros((0,) + shape, dtype=dtype)
+            k: np.concatenate([p[k] for p in ordered]) if ordered else np.zeros((0,) + shape, dtype=dtype)
             for k, shape, dtype in (
                 ("rows", (), np.int64),
                 ("preds", (test.inputs.shape[1],), np.uint8),
@@ -362,6 +404,52 @@ def collect(
         extra_metrics=extra,
         info=protocol,
     )
+
+
+def _fit_batched(
+    ckpt: Mapping[str, Any],
+    checkpoint: Path,
+    tasks: Sequence[str],
+    train: Any,
+    train_ids: np.ndarray,
+    identifiers: Sequence[str],
+    cfg: TTTConfig,
+    seed: int,
+    env: Any,
+    model_step: str,
+    answer: Callable[[str, torch.nn.Module, np.ndarray, dict[str, Any]], None],
+) -> None:
+    """Fit `tasks` cfg.tasks_per_step at a time (eval/batched.py), each from the checkpoint's weights with its own
+    table and batches (`task_batches`, as `fit_task`'s), and answer each as it finishes."""
+    head, _ = model_from_checkpoint(ckpt, env.device, source=checkpoint, batch_size=cfg.batch_size)
+    width = head.model.inner.task_token_embed.weight.shape[1]
+    demonstrations = {task: task_views(train_ids, identifiers, task) for task in tasks}
+
+    def fits() -> Iterator[batched.TaskFit]:
+        for task in tasks:
+            table, epoch_batches = task_batches(
+                width, train, train_ids, demonstrations[task], task, cfg, seed, env.device
+            )
+            info = {"views": len(table), "demonstrations": len(demonstrations[task][0])}
+            yield batched.TaskFit(task, table, task_steps(epoch_batches, cfg), info)
+
+    def done(fit: batched.TaskFit, weights: dict[str, torch.Tensor], task_stats: dict[str, Any]) -> None:
+        fitted, _ = model_from_checkpoint(ckpt, env.device, source=checkpoint, batch_size=cfg.batch_size)
+        inner = fitted.model.inner
+        old = inner.task_token_embed.weight
+        inner.task_token_embed = torch.nn.Embedding(len(fit.table), old.shape[1], device=old.device, dtype=old.dtype)
+        with torch.no_grad():
+            for name, p in inner.named_parameters():
+                p.copy_(weights[name])
+        answer(fit.name, fitted, demonstrations[fit.name][1], task_stats)
+
+    compiled = model_step == "compiled"
+    loss_fn = torch.compile(batched.batched_loss, fullgraph=True) if compiled else batched.batched_loss
+    update_fn = torch.compile(batched.adamw_update, fullgraph=True) if compiled else batched.adamw_update
+    torch.manual_seed(seed * 1_000_003 + zlib.crc32(tasks[0].encode()))  # the batched steps' dropout
+    head.train()
+    max_views = max(len(views) for _, views in demonstrations.values())
+    batched.fit_tasks(head, fits(), cfg, cfg.tasks_per_step, done, loss_fn, update_fn, max_views)
 
 
 def _read_task(path: Path, key: str) -> tuple[dict[str, np.ndarray], dict[str, Any]] | None:
