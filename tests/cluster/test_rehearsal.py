@@ -1,18 +1,18 @@
 """The rehearsal: the real `full` target through the real cluster profiles, sizes shrunk (config/rehearsal.yaml),
-and every job checked as the scheduler received it.
+and every job checked as the scheduler received it. Each profile runs the `full` target of a subset of the published
+runs (rehearsal.py says which, and why they are enough together):
 
-* profiles/ice against the kubectl stand-in: every published run (the staged ones too: urm-arc1-validate's stop
-  decision, urm-arc1's gate), every rendered Job manifest (GPU limits, node selector, deadline, memory, the
-  memory-backed /dev/shm);
+* profiles/ice against the kubectl stand-in: rehearsal.ICE_RUNS (the staged ones: urm-arc1-validate's stop
+  decision, urm-arc1's gate; a multi-node Indexed Job; 1 and 2 GPUs), both datasets, the pooled votes and the
+  report, and every rendered Job manifest (GPU limits, node selector, deadline, memory, the memory-backed /dev/shm);
 * profiles/slurm on the SLURM lab (cluster/slurm/lab-up.sh: partitions cpu and gpu, fake GPU GRES): the `full`
   target of one run of each training shape (rehearsal.SLURM_RUNS: 1 node x 2 GPUs, 2 nodes x 1 GPU, 1 GPU) with
   both datasets, the pooled votes and the report, and every job's record in slurmctld (`scontrol show job`:
-  partition, GPUs, time limit, memory). The other runs would add jobs of the same kinds and shapes, and the
-  decisions of the staged runs are the plan's, the same through either profile: the ICE rehearsal checks them.
+  partition, GPUs, time limit, memory).
 What each job must ask for: training, preflight and evaluation GPUs on the GPU partition (training nodes x
 gpus_per_node; preflight and evaluation at least one, as the run trains on GPUs); data and report stages no GPU
-on the CPU partition; every job a time limit and memory. The run must finish (every full run, its preflight, its
-segments grouped by segment_evals, every evaluation, the pooled votes and the full report).
+on the CPU partition; every job a time limit and memory. The run must finish (every full run of the subset, its
+preflight, its segments grouped by segment_evals, every evaluation, the pooled votes and the full report).
 
 Each rehearsal is also a driver crash: the whole Snakemake process group is SIGKILLed while a training job runs on
 the scheduler, and the same command is run again with no manual step (docs/reliability.md, "After a crash"). It must
@@ -34,12 +34,14 @@ from kubernetes.client import V1Job
 from rehearsal import (
     GPU_RULES,
     KILLED_IN,
+    ICE_RUNS,
     REHEARSAL,
     assert_equals_an_uninterrupted_run,
     assert_every_full_job_finished,
     assert_the_staged_runs_decided,
     kill_driver_while_training,
     rehearsal_config,
+    subset,
     workdir,
 )
 
@@ -51,9 +53,12 @@ pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(1500)]
 def test_full_rehearsal_through_the_ice_profile(
     tmp_path: Path, fake_ice: dict, tmp_path_factory: pytest.TempPathFactory, worker_id: str
 ) -> None:
-    cfg = rehearsal_config()
+    overlay = subset(ICE_RUNS)
+    cfg = rehearsal_config(overlay)
     work = workdir(tmp_path)
+    (work / "ice-runs.yaml").write_text(yaml.safe_dump(overlay))
     args = ["--profile", str(ROOT / "profiles/ice"), *ICE_POLL, "--latency-wait", "10", "full", *REHEARSAL]
+    args.append("ice-runs.yaml")
     env = {**fake_ice, "ARCPIPE_DRIVER_HEARTBEAT_S": "2"}
     state = Path(fake_ice["FAKE_KUBECTL_STATE"])
 
@@ -122,6 +127,9 @@ def test_full_rehearsal_through_the_ice_profile(
         else:
             assert gpus == 0, where
     assert {"build_dataset", "evaluate_checkpoint", "run_preflight"} <= seen, seen
+    # hrm-arc1's segments ran as Indexed Jobs of two pods (one per node), rendezvous through a headless Service
+    indexed = [j for j in manifests if j["spec"].get("completionMode") == "Indexed"]
+    assert indexed and all(j["spec"]["completions"] == 2 for j in indexed), [j["metadata"]["name"] for j in indexed]
     # the killed Job's pods were gone before its segment's next Job started
     calls = [json.loads(line) for line in (state / "calls.log").read_text().splitlines()]
     assert any(c[:2] == ["delete", "job"] and killed in c for c in calls), "the dead driver's Job was not cancelled"

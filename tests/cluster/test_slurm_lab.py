@@ -23,12 +23,13 @@ from rehearsal import (
     GPU_RULES,
     KILLED_IN,
     REHEARSAL,
+    SLURM_RUNS,
     assert_equals_an_uninterrupted_run,
     assert_every_full_job_finished,
     expected_gpus,
     kill_driver_while_training,
     rehearsal_config,
-    slurm_subset,
+    subset,
     workdir,
 )
 
@@ -99,11 +100,11 @@ def test_full_rehearsal_through_the_slurm_profile(
     tmp_path: Path, slurm_lab: None, tmp_path_factory: pytest.TempPathFactory, worker_id: str
 ) -> None:
     """The `full` target of rehearsal.SLURM_RUNS (one run of each training shape, both datasets, the pooled votes
-    and the report; test_rehearsal.py's docstring says why the others are the ICE rehearsal's alone)."""
-    subset = slurm_subset()
-    cfg = rehearsal_config(subset)
+    and the report; rehearsal.py's docstring says how the two rehearsals share the runs)."""
+    overlay = subset(SLURM_RUNS)
+    cfg = rehearsal_config(overlay)
     work = workdir(tmp_path)
-    (work / "slurm-runs.yaml").write_text(yaml.safe_dump(subset))
+    (work / "slurm-runs.yaml").write_text(yaml.safe_dump(overlay))
     args = ["--profile", str(ROOT / "profiles/slurm"), *SLURM_POLL, "full", *REHEARSAL, "slurm-runs.yaml"]
 
     def running() -> list[str]:
