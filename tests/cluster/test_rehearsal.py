@@ -33,8 +33,8 @@ from clusterlib import ICE_POLL, ROOT, SENTINEL, files_containing
 from kubernetes.client import V1Job
 from rehearsal import (
     GPU_RULES,
-    KILLED_IN,
     ICE_RUNS,
+    KILLED_IN,
     REHEARSAL,
     assert_equals_an_uninterrupted_run,
     assert_every_full_job_finished,
