@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from arcpipe.config.arch import make_arch_config
 from arcpipe.config.runs import TTTConfig
@@ -181,3 +182,53 @@ def worst(together: dict[str, dict[str, Any]], alone: dict[str, dict[str, Any]])
 
 def head_dtype(head: torch.nn.Module) -> torch.dtype:
     return head.model.inner.task_token_embed.weight.dtype
+
+
+def test_the_batched_step_is_one_graph_each_and_makes_no_host_sync() -> None:
+    """The loss (K forwards under vmap) and the update trace whole under torch._dynamo.explain (one graph, no
+    break), and one eager step (loss, gradients, update) asks the host for no tensor's value (no .item(), no
+    data-dependent size; tests/unit/models/test_graphs.py checks every model's step the same way)."""
+    head, data = tiny(torch.float32)
+    cfg, K = recipe(), 3
+    width = head.model.inner.task_token_embed.weight.shape[1]
+    firsts = []
+    for task in SIZES:
+        _, epochs = ttt.task_batches(width, data.split, data.ids, data.demonstrations[task], task, cfg, SEED, CPU)
+        firsts.append(next(iter(epochs(0))))
+    batch = {key: torch.stack([b[key] for b in firsts]) for key in firsts[0]}
+    params = {n: torch.stack([p.detach()] * K).requires_grad_() for n, p in head.model.inner.named_parameters()}
+    moments = [{n: torch.zeros_like(p, requires_grad=False) for n, p in params.items()} for _ in range(2)]
+    state = (torch.zeros(K, dtype=torch.float64), torch.full((K,), 1e-3, dtype=torch.float64))
+    active = torch.tensor([True, True, False])
+    head.train()
+    explained = torch._dynamo.explain(batched.batched_loss)(head, params, batch)
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
+    grads = {n: torch.randn_like(p) for n, p in params.items()}
+    explained = torch._dynamo.explain(batched.adamw_update)(params, grads, *moments, *state, active, 1.0)
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
+
+    with HostSyncs() as syncs:
+        losses = batched.batched_loss(head, params, batch)
+        grads = dict(zip(params, torch.autograd.grad(losses.sum(), list(params.values())), strict=True))
+        batched.adamw_update(params, grads, *moments, *state, active, cfg.grad_clip)
+    assert syncs.seen == []
+
+
+class HostSyncs(TorchDispatchMode):
+    """The ops that need a tensor's value on the host, or have a data-dependent size (test_graphs' HostSyncGuard's
+    list, without its sources)."""
+
+    OPS = {"_local_scalar_dense", "nonzero", "_unique2", "unique_dim", "unique_consecutive", "masked_select"}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        name = func.overloadpacket.__name__
+        bool_index = name in ("index", "index_put", "index_put_") and any(
+            isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in (args[1] or ())
+        )
+        if name in self.OPS or bool_index:
+            self.seen.append(name)
+        return func(*args, **(kwargs or {}))
