@@ -232,3 +232,42 @@ class HostSyncs(TorchDispatchMode):
         if name in self.OPS or bool_index:
             self.seen.append(name)
         return func(*args, **(kwargs or {}))
+
+
+def test_the_unet_batched_loss_and_gradients_are_each_task_own() -> None:
+    """VARC-Unet under the same mechanism (diffusers' U-Net under vmap): each task's loss and gradients from one
+    batched forward equal its own step's (the head's `step`, the loss a one-task fit steps on), float64."""
+    pytest.importorskip("diffusers")
+    torch.manual_seed(0)
+    head = build_model(
+        make_arch_config("varc-unet", "tiny", {}),
+        vocab_size=12,
+        seq_len=900,
+        num_puzzle_identifiers=5,
+        batch_size=2,
+        device="cpu",
+    ).double()
+    _, data = tiny(torch.float64)
+    K, rows = 2, [np.array([0, 1]), np.array([5, 6])]
+    batches = []
+    for chunk in rows:
+        batch = ttt.make_batch(data.split.inputs, data.split.labels, data.ids % 5, chunk, 2, CPU)
+        batch["canvas_draws"] = torch.rand((2, 3), dtype=torch.float64)
+        batches.append(batch)
+    inner = head.model.inner
+    params = {
+        n: torch.stack([p.detach() + 0.01 * k for k in range(K)]).requires_grad_() for n, p in inner.named_parameters()
+    }
+    stacked = {key: torch.stack([b[key] for b in batches]) for key in batches[0]}
+    losses = batched.batched_loss(head, params, stacked)
+    grads = torch.autograd.grad(losses.sum(), list(params.values()))
+    for k, batch in enumerate(batches):
+        with torch.no_grad():
+            for name, p in inner.named_parameters():
+                p.copy_(params[name][k])
+        inner.zero_grad()
+        loss = ttt.step_loss(head, batch)
+        loss.backward()
+        assert float(abs(losses[k] - loss)) <= 1e-12 * float(loss)
+        for g, (name, p) in zip(grads, inner.named_parameters(), strict=True):
+            assert torch.allclose(g[k], p.grad, rtol=1e-9, atol=1e-12), name
