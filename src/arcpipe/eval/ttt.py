@@ -34,6 +34,12 @@ baked into it), and the path taken is recorded (`model_step` in each task's stat
 of the key of a kept task). On an H200 the published VARC-ViT's eager step took 53 ms in a job, the compiled one
 19.8 ms (benchmarks/RESULTS.md, fourth GPU session).
 
+`ttt.tasks_per_step: K` > 1 fits K of the job's tasks at once (eval/batched.py): the K fits stacked in one step,
+each with its own weights, AdamW state, task tokens, rate and clipping, each task's batches the ones `fit_task`
+draws for it (`task_batches`), so that with dropout off a task's weights equal its fit alone to rounding; a task
+that finishes is answered and written at once, and the next one takes its slot. K is not part of a kept task's key
+(a job retried with another K keeps its answered tasks); each task's statistics record it.
+
 What differs from upstream, each deliberate: bf16 autocast on GPUs (upstream: fp16 with a GradScaler); compiled
 steps without CUDA graphs (upstream compiles each task's model with them, so it compiles once per task); and the
 views are those of the dataset answered: upstream's 51 with `views: varc` (data/augment.py; its colour permutations
