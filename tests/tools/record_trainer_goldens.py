@@ -1,7 +1,8 @@
 """Record the goldens of tests/unit/train/test_trainer_parity.py by running upstream's own trainers on a CPU.
 
     python tests/tools/record_trainer_goldens.py --adam-atan2 ADAM_ATAN2_SDIST \
-        [--trm TRM_DIR] [--hrm HRM_DIR] [--urm URM_DIR] [--work SCRATCH] [--output tests/data/trainer]
+        [--trm TRM_DIR] [--hrm HRM_DIR] [--urm URM_DIR] [--families F ...] [--work SCRATCH] \
+        [--output tests/data/trainer]
 
 Each *_DIR is a tree of the upstream repository at the commit in UPSTREAM; ADAM_ATAN2_SDIST the unpacked source
 distribution of adam-atan2 0.0.3 (tests/tools/upstream_cpu.py says why). SCRATCH (default: a temporary folder) gets
@@ -43,6 +44,11 @@ its ConvSwiGLU's bf16 `dwconv` is moved to the forward dtype in `create_model`, 
 optimizers hold the same parameters), as tests/tools/record_goldens.py's urm_conv_forward does; arcpipe runs
 `conv_dtype: forward` (the golden's arch_config says so). Its end-of-pass evaluation (twice: loops and loops + 8)
 and checkpoint run after the last step and change nothing recorded.
+
+URM with Muon (family `urm-muon`, from the URM tree: `--urm URM_DIR [--families urm-muon]`): the same run with
+`use_muon=True`, upstream's ARC-AGI-2 optimizer; its Newton-Schulz `msign` is decorated with torch.compile, which
+TORCH_COMPILE_DISABLE (set for this family only) turns off, so it runs eagerly. Its steps are stored stacked
+(`steps_packed`, see _pack_steps).
 """
 
 from __future__ import annotations
@@ -138,6 +144,18 @@ FAMILIES: dict[str, dict[str, Any]] = {
         "upstream_only": dict(grad_accum_steps=1, target_q_update_every=4),
     },
 }
+# URM's ARC-AGI-2 recipe's optimizer (`use_muon=True`): Muon on every 2-D parameter, its internal AdamW on the rest,
+# the sparse SignSGD on the puzzle embedding. Upstream hard-codes both groups' weight decay (0.1) and the AdamW
+# group's betas (0.9, 0.95): the run's weight_decay and betas are those values, so both sides agree. Its Newton-Schulz
+# (`msign`) is decorated with torch.compile: TORCH_COMPILE_DISABLE runs it eagerly, as arcpipe's
+FAMILIES["urm-muon"] = {
+    **FAMILIES["urm"],
+    "tree": "urm",
+    "arcpipe_train": dict(optimizer="muon"),
+    "upstream_only": dict(grad_accum_steps=1, target_q_update_every=4, use_muon=True),
+    "env": dict(TORCH_COMPILE_DISABLE="1"),
+    "pack_steps": True,  # _pack_steps: a third of the file's size
+}
 
 
 def main() -> None:
@@ -147,14 +165,15 @@ def main() -> None:
     parser.add_argument("--adam-atan2", type=Path, required=True, help="adam-atan2 0.0.3's unpacked sdist")
     parser.add_argument("--work", type=Path, help="scratch folder (default: a temporary one)")
     parser.add_argument("--output", type=Path, default=DATA / "trainer")
+    parser.add_argument("--families", nargs="+", choices=list(FAMILIES), help="only these (default: every one given)")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # a family, in this (child) process
     args = parser.parse_args()
     if args.one:
-        record(args.one, getattr(args, args.one), args.adam_atan2, args.work, args.output)
+        record(args.one, getattr(args, _tree(args.one)), args.adam_atan2, args.work, args.output)
         return
-    families = [f for f in FAMILIES if getattr(args, f) is not None]
+    families = [f for f in args.families or FAMILIES if getattr(args, _tree(f)) is not None]
     if not families:
-        parser.error(f"give at least one of {', '.join('--' + f for f in FAMILIES)}")
+        parser.error(f"give at least one of {', '.join('--' + f for f in UPSTREAM)}")
     with tempfile.TemporaryDirectory() as tmp:
         work = (args.work or Path(tmp)).resolve()
         work.mkdir(parents=True, exist_ok=True)
@@ -162,9 +181,27 @@ def main() -> None:
         make_dataset(data)
         args.output.mkdir(parents=True, exist_ok=True)
         for family in families:
-            cmd = [sys.executable, __file__, "--one", family, f"--{family}", str(getattr(args, family))]
+            tree = _tree(family)
+            cmd = [sys.executable, __file__, "--one", family, f"--{tree}", str(getattr(args, tree))]
             cmd += ["--adam-atan2", str(args.adam_atan2), "--work", str(work), "--output", str(args.output)]
-            subprocess.run(cmd, check=True, env={**os.environ, "DISABLE_COMPILE": "1", "ARCPIPE_DATA": str(data)})
+            env = {**os.environ, "DISABLE_COMPILE": "1", "ARCPIPE_DATA": str(data), **FAMILIES[family].get("env", {})}
+            subprocess.run(cmd, check=True, env=env)
+
+
+def _pack_steps(golden: dict[str, Any]) -> dict[str, Any]:
+    """The golden with its steps' tensors stacked over the steps (`steps_packed`: {key: (steps, rows) tensor},
+    "metrics": a list) instead of a dict per step: each small tensor costs a file its header."""
+    steps = golden.pop("steps")
+    keys = [k for k in steps[0] if k != "metrics"]
+    assert all(s.keys() == steps[0].keys() for s in steps)
+    packed: dict[str, Any] = {k: torch.stack([s[k] for s in steps]) for k in keys}
+    packed["metrics"] = [s["metrics"] for s in steps]
+    return {**golden, "steps_packed": packed}
+
+
+def _tree(family: str) -> str:
+    """The upstream repository (UPSTREAM's key) whose trainer records `family`."""
+    return FAMILIES[family].get("tree", family)
 
 
 def make_dataset(out: Path) -> dict[str, np.ndarray]:
@@ -256,8 +293,8 @@ def record(family: str, tree: Path, adam_src: Path, work: Path, output: Path) ->
     with cpu_stand_ins(adam_src):
         golden = _run(family, spec, data, cpu, logged)
     golden["upstream"] = {
-        "repo": UPSTREAM[family][0],
-        "commit": UPSTREAM[family][1],
+        "repo": UPSTREAM[_tree(family)][0],
+        "commit": UPSTREAM[_tree(family)][1],
         "device_rewrites": edits,
         # the scratch folder's name is this machine's, not the golden's: SCRATCH in its place
         "overrides": [o.replace(str(work), "SCRATCH") for o in golden.pop("overrides")],
@@ -272,6 +309,8 @@ def record(family: str, tree: Path, adam_src: Path, work: Path, output: Path) ->
     }
     golden["torch_version"] = str(torch.__version__)
     golden["cpu_capability"] = torch.backends.cpu.get_cpu_capability()
+    if spec.get("pack_steps"):
+        golden = _pack_steps(golden)
     path = output / f"trainer_{family}.pt"
     torch.save(golden, path)
     print(f"{path}: {golden['num_steps']} steps, margins {golden['margins']}, {path.stat().st_size // 1024} KiB")
@@ -406,6 +445,7 @@ def _run(family: str, spec: dict[str, Any], data: Path, cpu: Path, logged: list)
         },
         "forward_dtype": spec["arch_config"]["forward_dtype"],
         "train": spec["train"],
+        **({"arcpipe_train": spec["arcpipe_train"]} if "arcpipe_train" in spec else {}),
         "total_steps": train_state.total_steps,
         "num_steps": len(steps),
         "snapshot_step": SNAPSHOT_STEP,

@@ -114,7 +114,9 @@ class Muon(EagerOptimizer):
             g = p.grad.add(buf, alpha=momentum) if group["nesterov"] else buf
             update = orthogonalize(g.bfloat16(), group["ns_steps"])
             p.mul_(1 - lr * wd)
-            p.add_(update, alpha=-lr * math.sqrt(max(p.shape[0], p.shape[1])) * group["matched_adamw_rms"])
+            # upstream's adjust_lr_wd_for_muon: lr * (sqrt(max(A, B)) * rms), in that order (the last bit of the
+            # step differs from (lr * sqrt(max(A, B))) * rms where sqrt(max(A, B)) is not a power of two)
+            p.add_(update, alpha=-(lr * (math.sqrt(max(p.shape[0], p.shape[1])) * group["matched_adamw_rms"])))
 
     def _adamw_step(self, group: dict[str, Any]) -> None:
         group["step"] = group.get("step", 0) + 1
