@@ -51,17 +51,17 @@ FULL_REPORT = [f"{paths.FULL_REPORT}/{name}" for name in REPORT_FILES]
 
 rule smoke:
     input:
-        datasets_for("smoke"),
-        evaluations_of("smoke"),
-        ensembles_of_runs("smoke"),  # config `ensembles:` (rule pool_ensemble); none without
+        ask.datasets_for("smoke"),
+        ask.evaluations_of("smoke"),
+        ask.ensembles_of_runs("smoke"),  # config `ensembles:` (rule pool_ensemble); none without
         REPORT,
 
 
 rule full:
     input:
-        datasets_for("full"),
-        evaluations_of("full"),
-        ensembles_of_runs("full"),
+        ask.datasets_for("full"),
+        ask.evaluations_of("full"),
+        ask.ensembles_of_runs("full"),
         FULL_REPORT,
 
 
@@ -75,9 +75,9 @@ for target in CFG.sweep_targets:
         name:
             f"render_ablation_{sweep}"
         input:
-            metrics=one_input(full_evaluations_of(target)),
-            decisions=one_input(decisions_of(target)),  # waited on, not read
-            train_metrics=one_input(train_metrics_of(target)),
+            metrics=ask.one_input(ask.full_evaluations_of(target)),
+            decisions=ask.one_input(ask.decisions_of(target)),  # waited on, not read
+            train_metrics=ask.one_input(ask.train_metrics_of(target)),
         output:
             [
                 (
@@ -90,7 +90,7 @@ for target in CFG.sweep_targets:
                     else f
                 )
                 for f, caption in zip(
-                    ablation_files(sweep), ("", "", "ablation", "ablation_plot")
+                    ask.ablation_files(sweep), ("", "", "ablation", "ablation_plot")
                 )
             ],
         log:
@@ -109,9 +109,9 @@ for target in CFG.sweep_targets:
         name:
             target
         input:
-            datasets_for(target),
-            evaluations_of(target),
-            ablation_files(sweep),
+            ask.datasets_for(target),
+            ask.evaluations_of(target),
+            ask.ablation_files(sweep),
 
 
 rule report:
@@ -121,9 +121,9 @@ rule report:
 
 rule kaggle:
     input:
-        kaggle_bundle(),
+        ask.kaggle_bundle(),
 
 
 rule preflight:
     input:
-        preflights_for("full"),
+        ask.preflights_for("full"),

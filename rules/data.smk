@@ -3,7 +3,7 @@
 
 rule build_dataset:
     input:
-        re_arc=re_arc_files,  # common.smk: RE-ARC's task files, so that a changed one rebuilds; [] without RE-ARC
+        re_arc=ask.re_arc_files,  # arcpipe.rule_inputs: RE-ARC's task files, so that a changed one rebuilds; [] without RE-ARC
     output:
         manifest=paths.DATA_MANIFEST,
         identifiers=paths.DATA_IDENTIFIERS,
@@ -19,7 +19,7 @@ rule build_dataset:
         mem_mb=16000,
         runtime=120,
     params:
-        dataset=dataset_config,  # rebuilt when, and only when, this dataset's config changes
+        dataset=ask.dataset_config,  # rebuilt when, and only when, this dataset's config changes
     script:
         "../workflow/scripts/build_dataset.py"
 

@@ -13,7 +13,7 @@ rule write_eval_config:
         mem_mb=1000,
         runtime=5,
     params:
-        resolved=eval_config,  # rewritten when, and only when, this run's evaluation settings change
+        resolved=ask.eval_config,  # rewritten when, and only when, this run's evaluation settings change
     script:
         "../workflow/scripts/write_run_config.py"
 
@@ -21,7 +21,7 @@ rule write_eval_config:
 rule evaluate_checkpoint:
     input:
         ckpt=paths.CKPT,
-        verified=ancient_input(verified_dataset),
+        verified=ancient_input(ask.verified_dataset),
         config=paths.EVAL_CONFIG,
     output:
         **paths.eval_files(paths.FULL_DIR),
@@ -31,14 +31,14 @@ rule evaluate_checkpoint:
         "../envs/arcpipe.yaml"
     threads: 8
     resources:
-        gpu=eval_resource("gpu"),  # 1 when the run trains on GPUs (runs.<run>.eval_gpus)
-        mem_mb=eval_resource("mem_mb"),
-        shm_mb=eval_resource("shm_mb"),
-        runtime=eval_resource("runtime"),  # sized from the test split (arcpipe.jobs)
+        gpu=ask.eval_resource("gpu"),  # 1 when the run trains on GPUs (runs.<run>.eval_gpus)
+        mem_mb=ask.eval_resource("mem_mb"),
+        shm_mb=ask.eval_resource("shm_mb"),
+        runtime=ask.eval_resource("runtime"),  # sized from the test split (arcpipe.jobs)
     params:
-        data=dataset_dir_for_run,
-        device=eval_device,
-        launch=eval_launch,
+        data=ask.dataset_dir_for_run,
+        device=ask.eval_device,
+        launch=ask.eval_launch,
     shell:
         "{params.launch} arcpipe evaluate {input.ckpt} {params.data} "
         "--out results/eval/{wildcards.run}/epoch_{wildcards.epoch} "
@@ -51,7 +51,7 @@ rule evaluate_checkpoint:
 rule ttt_job:
     input:
         ckpt=paths.CKPT,
-        verified=ancient_input(verified_ttt_dataset),
+        verified=ancient_input(ask.verified_ttt_dataset),
         run_config=paths.RUN_CONFIG,
         config=paths.EVAL_CONFIG,
     output:
@@ -65,13 +65,13 @@ rule ttt_job:
     # a step is 8 rows: on a CPU one thread does it in ~50 ms, eight threads on two cores took 1-2 s
     threads: 1
     resources:
-        gpu=ttt_resource("gpu"),  # one at most: a job fits and answers on one device
-        mem_mb=ttt_resource("mem_mb"),
-        shm_mb=ttt_resource("shm_mb"),
-        runtime=ttt_resource("runtime"),  # covers its share of the test-time training (arcpipe.jobs)
+        gpu=ask.ttt_resource("gpu"),  # one at most: a job fits and answers on one device
+        mem_mb=ask.ttt_resource("mem_mb"),
+        shm_mb=ask.ttt_resource("shm_mb"),
+        runtime=ask.ttt_resource("runtime"),  # covers its share of the test-time training (arcpipe.jobs)
     params:
-        data=ttt_dataset_dir,
-        device=eval_device,
+        data=ask.ttt_dataset_dir,
+        device=ask.eval_device,
     shell:
         "arcpipe ttt job {input.ckpt} {params.data} --run-config {input.run_config} --run {wildcards.run} "
         "--job {wildcards.job} --out {output} --config {input.config} {params.device} > {log} 2>&1"
@@ -79,8 +79,8 @@ rule ttt_job:
 
 rule ttt_collect:
     input:
-        jobs=ttt_jobs_of_run,
-        verified=ancient_input(verified_ttt_dataset),
+        jobs=ask.ttt_jobs_of_run,
+        verified=ancient_input(ask.verified_ttt_dataset),
         config=paths.EVAL_CONFIG,
     output:
         **paths.eval_files(paths.TTT_DIR),
@@ -90,8 +90,8 @@ rule ttt_collect:
     conda:
         "../envs/arcpipe.yaml"
     params:
-        data=ttt_dataset_dir,
-        row=ttt_row,  # the run, or <run>@<dataset> when it answers another dataset's tasks
+        data=ask.ttt_dataset_dir,
+        row=ask.ttt_row,  # the run, or <run>@<dataset> when it answers another dataset's tasks
     shell:
         "arcpipe ttt collect {input.jobs} --dataset {params.data} "
         "--out results/eval/{wildcards.run}/ttt_epoch_{wildcards.epoch} --config {input.config} "
@@ -102,7 +102,7 @@ rule ttt_collect:
 # schedule that decides where the full one (evaluate_checkpoint) is due. Local: draw_quick_tasks reads one file.
 rule draw_quick_tasks:
     input:
-        verified=ancient_input(verified_dataset),
+        verified=ancient_input(ask.verified_dataset),
     output:
         paths.QUICK_TASKS,
     log:
@@ -114,8 +114,8 @@ rule draw_quick_tasks:
         mem_mb=1000,
         runtime=5,
     params:
-        data=dataset_dir_for_run,
-        settings=quick_settings,  # common.smk: share, held-out tasks and seed; a changed share draws again
+        data=ask.dataset_dir_for_run,
+        settings=ask.quick_settings,  # arcpipe.rule_inputs: share, held-out tasks and seed; a changed share draws again
     script:
         "../workflow/scripts/draw_quick_tasks.py"
 
@@ -123,7 +123,7 @@ rule draw_quick_tasks:
 rule evaluate_quick:
     input:
         ckpt=paths.CKPT,
-        verified=ancient_input(verified_dataset),
+        verified=ancient_input(ask.verified_dataset),
         config=paths.EVAL_CONFIG,
         tasks=paths.QUICK_TASKS,
     output:
@@ -134,14 +134,14 @@ rule evaluate_quick:
         "../envs/arcpipe.yaml"
     threads: 8
     resources:
-        gpu=eval_resource("gpu"),
-        mem_mb=eval_resource("mem_mb"),
-        shm_mb=eval_resource("shm_mb"),
-        runtime=eval_resource("runtime"),
+        gpu=ask.eval_resource("gpu"),
+        mem_mb=ask.eval_resource("mem_mb"),
+        shm_mb=ask.eval_resource("shm_mb"),
+        runtime=ask.eval_resource("runtime"),
     params:
-        data=dataset_dir_for_run,
-        device=eval_device,
-        launch=eval_launch,
+        data=ask.dataset_dir_for_run,
+        device=ask.eval_device,
+        launch=ask.eval_launch,
     shell:
         "{params.launch} arcpipe evaluate {input.ckpt} {params.data} "
         "--out results/eval/{wildcards.run}/epoch_{wildcards.epoch}/quick "
@@ -152,7 +152,7 @@ rule evaluate_quick:
 # (arcpipe.plan). Local: it reads a few small files.
 checkpoint schedule_full:
     input:
-        unpack(schedule_inputs),  # the quick evaluations up to {epoch}; a stop rule's decision there
+        unpack(ask.schedule_inputs),  # the quick evaluations up to {epoch}; a stop rule's decision there
     output:
         paths.SCHEDULE,
     log:
@@ -164,7 +164,7 @@ checkpoint schedule_full:
         mem_mb=1000,
         runtime=5,
     params:
-        settings=schedule_settings,  # a changed full_every schedules again
+        settings=ask.schedule_settings,  # a changed full_every schedules again
     script:
         "../workflow/scripts/schedule_full.py"
 
@@ -173,7 +173,7 @@ checkpoint schedule_full:
 # checkpoint of its own and evaluated like the others
 rule average_checkpoints:
     input:
-        ckpts=last_checkpoints,  # common.smk: the run's last {k} epoch checkpoints, oldest first
+        ckpts=ask.last_checkpoints,  # arcpipe.rule_inputs: the run's last {k} epoch checkpoints, oldest first
     output:
         paths.AVERAGED_CKPT,
     log:
@@ -191,7 +191,7 @@ rule average_checkpoints:
 rule evaluate_average:
     input:
         ckpt=paths.AVERAGED_CKPT,
-        verified=ancient_input(verified_dataset),
+        verified=ancient_input(ask.verified_dataset),
         config=paths.EVAL_CONFIG,
     output:
         **paths.eval_files(paths.AVERAGED_DIR),
@@ -201,14 +201,14 @@ rule evaluate_average:
         "../envs/arcpipe.yaml"
     threads: 8
     resources:
-        gpu=eval_resource("gpu"),
-        mem_mb=eval_resource("mem_mb"),
-        shm_mb=eval_resource("shm_mb"),
-        runtime=eval_resource("runtime"),
+        gpu=ask.eval_resource("gpu"),
+        mem_mb=ask.eval_resource("mem_mb"),
+        shm_mb=ask.eval_resource("shm_mb"),
+        runtime=ask.eval_resource("runtime"),
     params:
-        data=dataset_dir_for_run,
-        device=eval_device,
-        launch=eval_launch,
+        data=ask.dataset_dir_for_run,
+        device=ask.eval_device,
+        launch=ask.eval_launch,
     shell:
         "{params.launch} arcpipe evaluate {input.ckpt} {params.data} "
         "--out results/eval/{wildcards.run}/avg_last{wildcards.k} "
@@ -218,7 +218,7 @@ rule evaluate_average:
 rule bundle_kaggle:
     input:
         ckpt=paths.CKPT,
-        identifiers=identifiers_for_run,
+        identifiers=ask.identifiers_for_run,
     output:
         directory(paths.KAGGLE),
     log:

@@ -3,11 +3,11 @@
 
 rule render_report:
     input:
-        metrics=evaluations_for_report,
-        train_metrics=train_metrics_for_report,
-        datasets=verified_datasets_for_report,
-        ensembles=ensembles_for_report,  # [] without evaluation.ensemble_last
-        quick=quick_evaluations_for_report,  # [] without evaluation.quick
+        metrics=ask.evaluations_for_report,
+        train_metrics=ask.train_metrics_for_report,
+        datasets=ask.verified_datasets_for_report,
+        ensembles=ask.ensembles_for_report,  # [] without evaluation.ensemble_last
+        quick=ask.quick_evaluations_for_report,  # [] without evaluation.quick
     output:
         report_files(paths.REPORT),  # common.smk: tables (.html in the report, .md, .csv), plots
     log:
@@ -23,7 +23,7 @@ rule render_report:
 
 rule pool_votes:
     input:
-        votes=evaluation_votes_for_report,
+        votes=ask.evaluation_votes_for_report,
     output:
         **paths.pooled_report(paths.REPORT),
         html=report(
@@ -47,7 +47,7 @@ rule pool_votes:
 # its own in the report, with a submission
 rule pool_ensemble:
     input:
-        votes=ensemble_votes,  # common.smk: in the order of the ensemble's runs
+        votes=ask.ensemble_votes,  # arcpipe.rule_inputs: in the order of the ensemble's runs
     output:
         **paths.eval_files(paths.RUNS_ENSEMBLE_DIR),
     log:
@@ -68,7 +68,7 @@ rule pool_ensemble:
 # checkpoint with every earlier one); a row of passk.md beside the averaged weights' evaluation
 rule pool_last_votes:
     input:
-        votes=last_votes,  # common.smk: the run's last {k} checkpoints' votes.npz, oldest first
+        votes=ask.last_votes,  # arcpipe.rule_inputs: the run's last {k} checkpoints' votes.npz, oldest first
     output:
         paths.POOLED_LAST,
     log:
@@ -88,12 +88,12 @@ rule pool_last_votes:
 # results/report/full/.
 use rule render_report as render_full_report with:
     input:
-        metrics=one_input(full_evaluations_of("full")),
-        decisions=one_input(decisions_of("full")),  # waited on, not read: the plan behind `metrics`
-        train_metrics=one_input(train_metrics_of("full")),
-        datasets=datasets_for("full"),
-        ensembles=one_input(ensembles_of("full")),
-        quick=one_input(quick_evaluations_of("full")),
+        metrics=ask.one_input(ask.full_evaluations_of("full")),
+        decisions=ask.one_input(ask.decisions_of("full")),  # waited on, not read: the plan behind `metrics`
+        train_metrics=ask.one_input(ask.train_metrics_of("full")),
+        datasets=ask.datasets_for("full"),
+        ensembles=ask.one_input(ask.ensembles_of("full")),
+        quick=ask.one_input(ask.quick_evaluations_of("full")),
     output:
         report_files(paths.FULL_REPORT, category="full runs"),
     log:
@@ -102,7 +102,7 @@ use rule render_report as render_full_report with:
 
 use rule pool_votes as pool_full_votes with:
     input:
-        votes=one_input(evaluation_votes_of("full")),
+        votes=ask.one_input(ask.evaluation_votes_of("full")),
     output:
         **paths.pooled_report(paths.FULL_REPORT),
         html=report(

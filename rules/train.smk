@@ -13,14 +13,14 @@ rule write_run_config:
         mem_mb=1000,
         runtime=5,
     params:
-        resolved=run_config,  # rewritten when, and only when, this run's training config changes
+        resolved=ask.run_config,  # rewritten when, and only when, this run's training config changes
     script:
         "../workflow/scripts/write_run_config.py"
 
 
 rule run_preflight:
     input:
-        verified=ancient_input(verified_dataset),  # re-verifying the same data re-runs nothing
+        verified=ancient_input(ask.verified_dataset),  # re-verifying the same data re-runs nothing
         config=paths.RUN_CONFIG,
     output:
         paths.PREFLIGHT,
@@ -30,12 +30,12 @@ rule run_preflight:
         "../envs/arcpipe.yaml"
     threads: 4
     resources:
-        gpu=preflight_resource("gpu"),  # one GPU when the run trains on GPUs: its out-of-memory shows here
-        mem_mb=preflight_resource("mem_mb"),
-        shm_mb=preflight_resource("shm_mb"),
-        runtime=preflight_resource("runtime"),
+        gpu=ask.preflight_resource("gpu"),  # one GPU when the run trains on GPUs: its out-of-memory shows here
+        mem_mb=ask.preflight_resource("mem_mb"),
+        shm_mb=ask.preflight_resource("shm_mb"),
+        runtime=ask.preflight_resource("runtime"),
     params:
-        data=dataset_dir_for_run,
+        data=ask.dataset_dir_for_run,
     shell:
         "arcpipe train --config {input.config} --run {wildcards.run} --data {params.data} "
         "--out results/runs/{wildcards.run} --preflight {output} > {log} 2>&1"
@@ -46,7 +46,7 @@ rule run_preflight:
 # falls short is a decision, not a failed job. Local: it reads one small file.
 checkpoint check_gate:
     input:
-        metrics=gate_metrics,  # common.smk: the gate run's metrics.json at gate.epoch, else its last
+        metrics=ask.gate_metrics,  # arcpipe.rule_inputs: the gate run's metrics.json at gate.epoch, else its last
     output:
         paths.GATE,
     log:
@@ -58,8 +58,8 @@ checkpoint check_gate:
         mem_mb=1000,
         runtime=5,
     params:
-        gate=gate_settings,  # a changed gate (metric, min, epoch) is checked again
-        epoch=gate_checkpoint,
+        gate=ask.gate_settings,  # a changed gate (metric, min, epoch) is checked again
+        epoch=ask.gate_checkpoint,
     script:
         "../workflow/scripts/check_gate.py"
 
@@ -69,7 +69,7 @@ checkpoint check_gate:
 # (arcpipe.plan). Local: it reads a few small files.
 checkpoint decide_boundary:
     input:
-        unpack(decision_inputs),  # the segment's evaluations; the previous decision, whose history this extends
+        unpack(ask.decision_inputs),  # the segment's evaluations; the previous decision, whose history this extends
     output:
         paths.DECISION,
     log:
@@ -81,15 +81,15 @@ checkpoint decide_boundary:
         mem_mb=1000,
         runtime=5,
     params:
-        rule=stop_rule,  # a raised target or patience decides again, and the plan may grow
-        settings=decision_settings,
+        rule=ask.stop_rule,  # a raised target or patience decides again, and the plan may grow
+        settings=ask.decision_settings,
     script:
         "../workflow/scripts/decide_boundary.py"
 
 
 checkpoint decide_rung:
     input:
-        unpack(rung_inputs),  # the arms still training: their full evaluations at the rung; the rung before
+        unpack(ask.rung_inputs),  # the arms still training: their full evaluations at the rung; the rung before
     output:
         paths.RUNG,
     log:
@@ -101,18 +101,18 @@ checkpoint decide_rung:
         mem_mb=1000,
         runtime=5,
     params:
-        halving=halving_settings,  # a changed eta or metric decides again, and the plan may grow
+        halving=ask.halving_settings,  # a changed eta or metric decides again, and the plan may grow
     script:
         "../workflow/scripts/decide_rung.py"
 
 
 rule train_segment:
     input:
-        unpack(previous_boundary),  # the previous boundary's ckpt + state; none for the first
-        verified=ancient_input(verified_dataset),  # the trainer checks the data's identity and verification
+        unpack(ask.previous_boundary),  # the previous boundary's ckpt + state; none for the first
+        verified=ancient_input(ask.verified_dataset),  # the trainer checks the data's identity and verification
         config=ancient(paths.RUN_CONFIG),  # changed training fields stop the plan (arcpipe.keep)
-        gate=first_segment_gate,  # full runs: the preflight passed
-        planned=planned_boundary,  # waits for the gate and the stop decision before it; no file (arcpipe.plan)
+        gate=ask.first_segment_gate,  # full runs: the preflight passed
+        planned=ask.planned_boundary,  # waits for the gate and the stop decision before it; no file (arcpipe.plan)
     output:
         ckpt=paths.CKPT,  # evaluated; kept
         state=temp(paths.STATE),  # to continue; only the latest survives
@@ -120,22 +120,22 @@ rule train_segment:
     log:
         "logs/train_segment/{run}/epoch_{epoch}.log",
     group:
-        segment_group
+        ask.segment_group
     conda:
         "../envs/arcpipe.yaml"
     resources:
-        gpu=shape_resource("gpu"),  # GPUs of a one-node job; 0 for several nodes (slurm_extra asks per node)
-        nodes=shape_resource("nodes"),
-        gpus_per_node=shape_resource("gpus_per_node"),
-        mem_mb=shape_resource("mem_mb"),
-        shm_mb=shape_resource("shm_mb"),  # memory-backed /dev/shm on ICE
-        tasks=shape_resource("tasks"),
-        mpi=shape_resource("mpi"),
-        slurm_extra=shape_resource("slurm_extra"),
-        runtime=runtime_for_run,  # minutes; a profile's set-resources may override it
+        gpu=ask.shape_resource("gpu"),  # GPUs of a one-node job; 0 for several nodes (slurm_extra asks per node)
+        nodes=ask.shape_resource("nodes"),
+        gpus_per_node=ask.shape_resource("gpus_per_node"),
+        mem_mb=ask.shape_resource("mem_mb"),
+        shm_mb=ask.shape_resource("shm_mb"),  # memory-backed /dev/shm on ICE
+        tasks=ask.shape_resource("tasks"),
+        mpi=ask.shape_resource("mpi"),
+        slurm_extra=ask.shape_resource("slurm_extra"),
+        runtime=ask.runtime_for_run,  # minutes; a profile's set-resources may override it
     params:
-        segment=segment_index,  # the launcher reads the run's shape from the config when the job starts
-        data=dataset_dir_for_run,
+        segment=ask.segment_index,  # the launcher reads the run's shape from the config when the job starts
+        data=ask.dataset_dir_for_run,
     # `>>`: on ICE every pod of a multi-node job runs this line; `>` in a late pod would truncate pod 0's log
     # (arcpipe.launch moves the other pods' output to <log>.pod<k>)
     shell:

@@ -4,7 +4,7 @@
                         Path("results/gates/urm-arc1.json"))
 
 Rule check_gate (rules/train.smk) is a Snakemake checkpoint: it writes the gate's record, results/gates/{run}.json,
-and exits 0 whether the gate passed or not. The workflow's input functions (rules/common.smk) read the record: a
+and exits 0 whether the gate passed or not. The workflow's input functions (arcpipe.rule_inputs) read the record: a
 gated run's training, evaluations and report rows are asked for only when it passed, so a gate that falls short is
 a decision (the run never starts, every other run goes on), not a failed job. `gate_line` is the one line that says
 so, printed by the gate job; `gate_status` is the report's "not started: gate ..." for that run.

@@ -1,6 +1,6 @@
 """How a training job starts its processes: the torchrun prefix and the executor resources for a run's shape.
 
-`rules/common.smk` calls the two public functions with a run's `nodes` and `gpus_per_node` (from config, never
+`arcpipe.rule_inputs` calls the two public functions with a run's `nodes` and `gpus_per_node` (from config, never
 from a profile) and puts the results into the rule:
 
     resources: **job_resources(run.nodes, run.gpus_per_node)   # gpu, nodes, gpus_per_node, tasks, mpi, ...

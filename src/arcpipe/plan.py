@@ -1,6 +1,6 @@
 """The plan of a workflow: what each (run, boundary) is owed, decided from the config and the decision records.
 
-    records = DiskRecords("results")                 # or rules/common.smk's, which makes a job wait for a record
+    records = DiskRecords("results")                 # or rule_inputs.WaitingRecords: a job waits for a record
     p = run_plan(cfg, "urm-arc1", records)          # RunPlan: gate, trained boundaries, evaluations, stop, waits
     p.trained, p.full, p.quick, p.decisions, p.ensemble, p.gate.state, p.waiting
     fates(cfg, "urm-arc1", records)                 # one line per boundary: trained or not, which evaluations, why
@@ -18,11 +18,11 @@ record (one reader each, below):
   which of a sweep's arms go on; an arm it does not keep ends there, as a stop rule ends a run. Its full evaluation
   at the rung is due whatever the quick schedule says (the rung reads it).
 
-This module is the only place that turns them into a plan: rules/common.smk asks it (its input functions are
+This module is the only place that turns them into a plan: arcpipe.rule_inputs asks it (the rules' input functions are
 wiring: each asks `run_plan` and formats paths), so do the report, the driver's end-of-run lines and the forecast.
 It reads no torch and never touches Snakemake: a `Records` answers each question with the record's verdict, or None
 while the record does not exist; the plan then says it waits on it (`RunPlan.waiting`). Snakemake's own Records
-raises instead, which makes the asking job wait for the checkpoint and ask again (rules/common.smk). Records are
+raises instead, which makes the asking job wait for the checkpoint and ask again (arcpipe.rule_inputs). Records are
 asked in the order the decisions are made, and no further than the first one missing, so a job waits on exactly the
 record that decides what comes next.
 

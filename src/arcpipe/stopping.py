@@ -17,7 +17,7 @@ checkpoint.
 
 Rule decide_boundary (rules/train.smk), a Snakemake checkpoint, calls `decide_at_boundary` at the end of each
 training segment but the last: the record it writes (results/runs/{run}/decisions/epoch_{epoch}.json) decides which
-of the run's later files the workflow asks for (rules/common.smk: `planned_epochs`).
+of the run's later files the workflow asks for (arcpipe.rule_inputs asks arcpipe.plan).
 
 Quick evaluations (evaluation.quick): every boundary is first evaluated on `quick_tasks`, a fixed subset of the test
 tasks that holds the held-out selection tasks (so a stop rule reads its score from the quick evaluation); checkpoint

@@ -108,7 +108,7 @@ def test_a_gate_is_not_a_training_field():
     plain = validate_config(_with_gates(**{"urm-arc1": None})).runs["urm-arc1"]
     assert "gate" not in plain.model_dump(mode="json")  # runs without a gate dump (and hash) as before gates existed
     assert training_changes(plain.model_dump(mode="json"), gated.model_dump(mode="json")) == []
-    # the run's resolved config (rules/common.smk: run_config) leaves the gate out: it names another run
+    # the run's resolved config (arcpipe.rule_inputs: run_config) leaves the gate out: it names another run
     assert config_hash(plain) == config_hash(gated.model_copy(update={"gate": None}))
 
 

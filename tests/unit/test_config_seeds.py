@@ -2,13 +2,16 @@
 
 import copy
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
 
+from arcpipe import plan
 from arcpipe.cli import main
 from arcpipe.config import ArcpipeError, config_hash, training_changes, validate_config
 from arcpipe.keep import config_drift
+from arcpipe.rule_inputs import RuleInputs
 
 ROOT = Path(__file__).resolve().parents[1].parent
 SHIPPED = yaml.safe_load((ROOT / "config/config.yaml").read_text())
@@ -21,12 +24,8 @@ def _with_run(**changes):
 
 
 def _resolved(cfg, name):
-    """What rules/common.smk `run_config` hands write_run_config: the run and its dataset, dumped."""
-    run = cfg.runs[name]
-    return {
-        "datasets": {run.dataset: cfg.datasets[run.dataset].model_dump(mode="json")},
-        "runs": {name: run.model_dump(mode="json")},
-    }
+    """What write_run_config is handed for run `name`: the workflow's own `run_config` (arcpipe.rule_inputs)."""
+    return RuleInputs(cfg, plan.MemoryRecords({}, {}, {})).run_config(SimpleNamespace(run=name))
 
 
 def test_seeds_expand_into_one_run_per_seed_in_place_of_the_run():

@@ -4,7 +4,7 @@ Each example is a config (1-4 runs of varied lengths, intervals and segment size
 and a gate on an earlier run; with or without evaluation.quick and ensemble_last) and a history of decisions:
 `simulate` plays the workflow's checkpoint loop, making each record the plan waits on with a drawn verdict, until
 the plan waits on nothing. Every intermediate plan and the final one must hold the properties below; `producers`
-says which files each planned job reads, with the same library functions rules/common.smk calls.
+says which files each planned job reads, with the same library functions the rules call (arcpipe.rule_inputs).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from arcpipe import paths, plan
 from arcpipe.config import GateConfig, QuickEvalConfig, StopConfig, WorkflowConfig, load_configs
+from arcpipe.rule_inputs import RuleInputs
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = WorkflowConfig.model_validate(yaml.safe_load((ROOT / "config/config.yaml").read_text()))
@@ -129,14 +130,12 @@ def flat(files: dict) -> list[str]:
     return [f for v in files.values() for f in ([v] if isinstance(v, str) else v)]
 
 
-def targets(cfg: WorkflowConfig, plans: dict[str, plan.RunPlan]) -> list[str]:
-    """What `snakemake smoke` asks for (rules/common.smk: evaluations_of, ensembles_of), every run in the target."""
-    files = []
-    k = cfg.evaluation.ensemble_last
-    for p in plans.values():
-        files += plan.files(p, paths.FULL, "full") + plan.files(p, paths.DECISION, "decisions")
-        files += plan.files(p, paths.QUICK, "quick") + (plan.ensemble_files(p, k) if k else [])
-    return files
+def targets(cfg: WorkflowConfig, records: plan.Records) -> list[str]:
+    """What `snakemake smoke` asks for, every run in the target: the workflow's own answer (arcpipe.rule_inputs, as
+    the Snakefile's `smoke` rule asks it), each staged run's input function called once its records are made."""
+    ask = RuleInputs(cfg, records)
+    items = ask.evaluations_of("smoke") + ask.ensembles_of("smoke")
+    return [path for item in items for path in (item(None) if callable(item) else [item])]
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -151,7 +150,7 @@ def test_every_plan_of_a_generated_history_holds(cfg: WorkflowConfig, verdicts: 
 
     # no planned job asks for a file that no planned job makes
     made = producers(cfg, final, records)
-    todo, needed = list(targets(cfg, final)), set()
+    todo, needed = targets(cfg, records), set()
     while todo:
         path = todo.pop()
         if path in needed:
@@ -198,7 +197,7 @@ def test_every_plan_of_a_generated_history_holds(cfg: WorkflowConfig, verdicts: 
 def test_the_kaggle_target_waits_for_the_plan_and_bundles_a_checkpoint_it_trains(
     cfg: WorkflowConfig, verdicts: st.DataObject, choice: st.DataObject
 ) -> None:
-    """`snakemake kaggle` (rules/common.smk: kaggle_bundle asks plan.kaggle_plan): at every point of a generated
+    """`snakemake kaggle` (arcpipe.rule_inputs: kaggle_bundle asks plan.kaggle_plan): at every point of a generated
     history it either waits on a record the run's plan waits on, or names the checkpoint it names at the end, which
     the final plan trains (a planned job makes it); a checkpoint the plan never trains is refused, not asked for."""
     name = choice.draw(st.sampled_from(sorted(cfg.runs)), label="kaggle_run")
@@ -255,7 +254,7 @@ def test_a_stopped_run_is_bundled_where_it_stopped_on_the_first_call() -> None:
 
 
 def test_every_ensemble_of_runs_pools_the_last_evaluation_its_members_plans_make() -> None:
-    """config `ensembles:` (rules/common.smk: ensembles_of_runs, ensemble_votes): each member's votes are those of
+    """config `ensembles:` (arcpipe.rule_inputs: ensembles_of_runs, ensemble_votes): each member's votes are those of
     the last evaluation its plan makes (test-time training's where it has ttt, else the last boundary's full one),
     from the config alone: the config refuses members whose plan depends on records (stop rule, gate, halving)."""
     cfg = load_configs([ROOT / "config/config.yaml", ROOT / "config/varc.yaml"])  # the shipped ensemble
