@@ -391,7 +391,7 @@ def _add_models(stages: argparse._SubParsersAction) -> None:
 
 
 def _models_list(args: argparse.Namespace) -> int:
-    from arcpipe.models import varc, varc_unet
+    from arcpipe.models import loopvit, varc, varc_unet
     from arcpipe.models.registry import PRESETS, make_arch_config, preset_parameter_count
 
     print(f"{'arch':<12} {'preset':<8} {'parameters':>12}  settings (vocab {args.vocab_size}, seq_len 900)")
@@ -401,6 +401,8 @@ def _models_list(args: argparse.Namespace) -> int:
             count: int | str
             if arch == "varc":  # its own canvas and colours: vocab and seq_len do not apply
                 count = varc.preset_parameter_count(make_arch_config(arch, name, {}))
+            elif arch == "loopvit":  # as varc: upstream LoopViT's count
+                count = loopvit.preset_parameter_count(make_arch_config(arch, name, {}))
             elif arch == "varc-unet":
                 try:
                     count = varc_unet.preset_parameter_count(make_arch_config(arch, name, {}))
@@ -415,7 +417,7 @@ def _models_list(args: argparse.Namespace) -> int:
                 else f"{arch:<12} {name:<8} {count:>12}  {settings}"
             )
     print("parameters exclude the puzzle-embedding table (a buffer: num_puzzle_identifiers x puzzle_emb_ndim) and")
-    print("VARC's task-token table (num_puzzle_identifiers x embed_dim), as upstream counts them")
+    print("VARC's and LoopViT's task-token table (num_puzzle_identifiers x embed_dim), as upstream counts them")
     if missing:
         print(f"-: {missing}")
     return 0

@@ -280,7 +280,96 @@ class VARCUNetConfig(BaseModel):
         return 1  # one forward pass: no ACT
 
 
-VARC_ARCHS = ("varc", "varc-unet")  # canvas models: models/varc_head.py, test-time training, upstream VARC's files
+class LoopViTConfig(BaseModel):
+    """LoopViT ("Scaling Visual ARC with Looped Transformers", WenjieShu/LoopViT), under upstream's argument names:
+    VARC's canvas, task token, embeddings and head around one weight-tied core of `loop_core_depth` layers applied
+    `max_loop_steps` times, with a learned step embedding before each pass and an exit gate on the task token.
+
+    `block` is upstream's `--architecture`: `vit` (`loop_vit`: VARC's post-norm layer) or `hybrid` (`loop_vit1`:
+    pre-RMSNorm attention and a convolutional GLU, the paper's hybrid block). With `train_dynamic_exit` /
+    `eval_dynamic_exit` a row stops once its gate reaches `exit_gate_threshold` at a step >= `min_loop_steps`;
+    training adds `gate_entropy_weight` x the gates' negative entropy and `loop_penalty_weight` x the mean exit step
+    over `max_loop_steps` to the pixel loss (models/loopvit.py).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: Literal["loopvit"] = "loopvit"
+    block: Literal["vit", "hybrid"] = "hybrid"
+    image_size: int = Field(default=64, gt=0)
+    patch_size: int = Field(default=2, gt=0)
+    embed_dim: int = Field(default=512, gt=0)
+    loop_core_depth: int = Field(default=6, gt=0)  # layers of the weight-tied core
+    max_loop_steps: int = Field(default=6, gt=0)  # passes through the core (the planned maximum)
+    min_loop_steps: int = Field(default=6, gt=0)  # the exit gate may stop a row only from this pass on
+    num_heads: int = Field(default=8, gt=0)
+    mlp_dim: int = Field(default=512, gt=0)
+    dropout: float = Field(default=0.1, ge=0, lt=1)
+    num_colors: Literal[12] = 12
+    exit_gate: bool = True  # upstream's --disable-exit-gate, inverted
+    exit_gate_threshold: float = Field(default=0.6, gt=0, le=1)
+    step_embedding: bool = True  # upstream's --no-step-embedding, inverted
+    gate_entropy_weight: float = Field(default=5e-4, ge=0)
+    loop_penalty_weight: float = Field(default=1e-3, ge=0)
+    train_dynamic_exit: bool = True
+    eval_dynamic_exit: bool = True
+
+    @model_validator(mode="after")
+    def _shapes_fit(self) -> LoopViTConfig:
+        problems = []
+        if self.min_loop_steps > self.max_loop_steps:
+            problems.append(f"min_loop_steps={self.min_loop_steps} > max_loop_steps={self.max_loop_steps}")
+        try:
+            VARCConfig(**self.layer_config().model_dump())
+        except ValidationError as err:
+            problems += [e["msg"].removeprefix("Value error, ") for e in err.errors()]
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    def layer_config(self) -> VARCConfig:
+        """The VARC config of one core layer (models/varc.py's layers read their shape from it); unchecked, as a test's
+        canvas under 32 pixels builds it (the validator checks it)."""
+        return VARCConfig.model_construct(
+            image_size=self.image_size,
+            patch_size=self.patch_size,
+            embed_dim=self.embed_dim,
+            depth=self.loop_core_depth,
+            num_heads=self.num_heads,
+            mlp_dim=self.mlp_dim,
+            dropout=self.dropout,
+        )
+
+    @property
+    def hidden_size(self) -> int:
+        return self.embed_dim
+
+    @property
+    def head_dim(self) -> int:
+        return self.embed_dim // self.num_heads
+
+    @property
+    def grid_side(self) -> int:
+        return self.image_size // self.patch_size
+
+    @property
+    def num_patches(self) -> int:
+        return self.grid_side**2
+
+    @property
+    def loss_type(self) -> str:
+        return "softmax_cross_entropy"
+
+    @property
+    def halt_max_steps(self) -> int:
+        return 1  # one call of the head: the loop runs inside it
+
+
+VARC_ARCHS = (
+    "varc",
+    "varc-unet",
+    "loopvit",
+)  # canvas models: models/varc_head.py, test-time training, upstream VARC's files
 
 CONFIGS: dict[str, type] = {
     "hrm": HRMConfig,
@@ -289,10 +378,12 @@ CONFIGS: dict[str, type] = {
     "transformer": TransformerConfig,
     "varc": VARCConfig,
     "varc-unet": VARCUNetConfig,
+    "loopvit": LoopViTConfig,
 }
 
 ArchConfig = Annotated[
-    HRMConfig | TRMConfig | URMConfig | TransformerConfig | VARCConfig | VARCUNetConfig, Field(discriminator="name")
+    HRMConfig | TRMConfig | URMConfig | TransformerConfig | VARCConfig | VARCUNetConfig | LoopViTConfig,
+    Field(discriminator="name"),
 ]
 _ADAPTER: TypeAdapter[Any] = TypeAdapter(ArchConfig)
 
@@ -399,6 +490,27 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
             "mid_block": True,
             "num_heads": 2,
             "norm_num_groups": 4,
+        },
+    },
+    "loopvit": {
+        # LoopViT-Large as upstream's published run log trained it (architecture loop_vit1: the hybrid block, a core
+        # of 10 layers, 6 passes): 17.6M parameters, the paper's "18M"
+        "large": {"block": "hybrid", "loop_core_depth": 10},
+        "arc": {"block": "hybrid", "loop_core_depth": 10},  # the published ARC-AGI-1 model: large
+        # the published script script/offline_train_loop_VARC_ViT.sh (architecture loop_vit: VARC's layer, core 6)
+        "script": {"block": "vit", "loop_core_depth": 6},
+        # LoopViT-Small, 3.8M: the repository gives no shape; assumed the large one at width 256, core 8
+        "small": {"block": "hybrid", "embed_dim": 256, "mlp_dim": 256, "loop_core_depth": 8},
+        # every path at CPU size: 3 passes, exit allowed from the second
+        "tiny": {
+            "block": "hybrid",
+            "image_size": 32,
+            "embed_dim": 32,
+            "mlp_dim": 48,
+            "num_heads": 4,
+            "loop_core_depth": 2,
+            "max_loop_steps": 3,
+            "min_loop_steps": 2,
         },
     },
 }

@@ -75,7 +75,7 @@ class SweepArm(Strict):
 
 class RunConfig(Strict):
     dataset: str
-    arch: Literal["trm", "hrm", "urm", "transformer", "varc", "varc-unet"]
+    arch: Literal["trm", "hrm", "urm", "transformer", "varc", "varc-unet", "loopvit"]
     preset: str
     arch_overrides: dict[str, Any] = Field(default_factory=dict)  # upstream arch field names: H_cycles, ...
     target: Literal["smoke", "full"]

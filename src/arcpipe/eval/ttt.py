@@ -259,7 +259,8 @@ def run_job(
         ckpt = read_weights(checkpoint)
         if ckpt.get("arch") not in VARC_ARCHS:
             raise ArcpipeError(
-                f"{checkpoint}: ttt fits a canvas model (arch varc or varc-unet); this checkpoint is {ckpt.get('arch')}"
+                f"{checkpoint}: ttt fits a canvas model (arch varc, varc-unet or loopvit); this checkpoint is "
+                f"{ckpt.get('arch')}"
             )
         run_config = ckpt.get("run_config") or {}
         seed = int(run_config.get("seed", 0))
@@ -319,6 +320,7 @@ def run_job(
         if cfg.tasks_per_step == 1:
             for task in todo:
                 head, _ = model_from_checkpoint(ckpt, env.device, source=checkpoint, batch_size=cfg.batch_size)
+                head.test_time = True  # LoopViT fits as upstream's test-time training (models/loopvit_head.py)
                 demonstrations = task_views(train_ids, identifiers, task)
                 task_stats = fit_task(head, train, train_ids, demonstrations, task, cfg, seed, env.device, loss_fn)
                 answer(task, head, demonstrations[1], task_stats)
@@ -428,6 +430,7 @@ def _fit_batched(
     """Fit `tasks` cfg.tasks_per_step at a time (eval/batched.py), each from the checkpoint's weights with its own
     table and batches (`task_batches`, as `fit_task`'s), and answer each as it finishes."""
     head, _ = model_from_checkpoint(ckpt, env.device, source=checkpoint, batch_size=cfg.batch_size)
+    head.test_time = True  # LoopViT fits as upstream's test-time training (models/loopvit_head.py)
     width = head.model.inner.task_token_embed.weight.shape[1]
     demonstrations = {task: task_views(train_ids, identifiers, task) for task in tasks}
 

@@ -33,6 +33,7 @@ from arcpipe.config.arch import (  # noqa: F401  (re-exported: the registry is w
 from arcpipe.models.act import ACT
 from arcpipe.models.hrm import HRM
 from arcpipe.models.layers import RecursiveCore
+from arcpipe.models.loopvit_head import build_loopvit
 from arcpipe.models.losses import ACTLossHead
 from arcpipe.models.transformer import Transformer
 from arcpipe.models.trm import TRM
@@ -67,7 +68,8 @@ def build_model(
     dtype = forward_dtype or default_forward_dtype(device)
     if arch_cfg.name in VARC_ARCHS:  # one forward pass on a canvas: its own head with the loss head's interface
         with torch.device(device):
-            return build_varc(  # type: ignore[return-value]
+            build = build_loopvit if arch_cfg.name == "loopvit" else build_varc
+            return build(  # type: ignore[return-value]
                 arch_cfg,
                 vocab_size=vocab_size,
                 seq_len=seq_len,

@@ -106,6 +106,11 @@ class VARCHead(nn.Module):
         out_h, out_w = torch.where(known, out_h, in_h), torch.where(known, out_w, in_w)
         return canvas.draw_placement((in_h, in_w), (out_h, out_w), batch["canvas_draws"], side)
 
+    def run_model(self, pixels: Tensor, task_ids: Tensor, mask: Tensor) -> tuple[Tensor, Tensor | None, Tensor | None]:
+        """(logits (B, 12, S, S), a loss term added to the pixel mean or None, each row's loop steps or None): one
+        pass here; LoopViT's head (models/loopvit_head.py) runs its loop and its regularizers."""
+        return self.model.inner(pixels, task_ids, mask), None, None
+
     def step(
         self, carry: Carry, batch: dict[str, Tensor], return_keys: tuple[str, ...] = ()
     ) -> tuple[Carry, Tensor, dict[str, Tensor], dict[str, Tensor]]:
@@ -116,7 +121,7 @@ class VARCHead(nn.Module):
         targets = canvas.encode_targets(batch["labels"], placement, side)
         device_type = pixels.device.type
         with torch.autocast(device_type, dtype=self.forward_dtype, enabled=self.forward_dtype != torch.float32):
-            logits = self.model.inner(pixels, batch["puzzle_identifiers"].long(), mask)  # (B, 12, S, S)
+            logits, extra_loss, loop_steps = self.run_model(pixels, batch["puzzle_identifiers"].long(), mask)
         if logits.dtype != torch.float64:  # a float64 model (the parity tests) keeps its precision in the loss
             logits = logits.float()
         B = pixels.shape[0]
@@ -124,7 +129,10 @@ class VARCHead(nn.Module):
         valid = targets != canvas.BACKGROUND
         per_row = valid.flatten(1).sum(-1)
         pixel_sum = F.cross_entropy(logits, targets, ignore_index=canvas.BACKGROUND, reduction="sum")
-        loss = pixel_sum / per_row.sum().clamp_min(1) * B
+        loss = pixel_sum / per_row.sum().clamp_min(1)
+        if extra_loss is not None:  # a looped model's regularizers, added to the pixel mean as upstream adds them
+            loss = loss + extra_loss
+        loss = loss * B
 
         with torch.no_grad():
             answer = logits.argmax(1)
@@ -136,7 +144,7 @@ class VARCHead(nn.Module):
                 "accuracy": torch.where(rows, correct / per_row.clamp_min(1), 0).sum(),
                 "exact_accuracy": (rows & (correct == per_row)).sum(),
                 "q_halt_accuracy": zero,
-                "steps": rows.sum(),
+                "steps": rows.sum() if loop_steps is None else torch.where(rows, loop_steps, 0).sum(),
                 "lm_loss": loss.detach(),
                 "q_halt_loss": zero,
             }
@@ -147,6 +155,8 @@ class VARCHead(nn.Module):
                 outputs["q_halt_logits"] = torch.zeros(B, device=pixels.device)
             if "logits" in return_keys:
                 outputs["logits"] = logits.detach()
+            if "loop_steps" in return_keys:  # the passes each row's answer took (1 for a one-pass model)
+                outputs["loop_steps"] = torch.ones_like(per_row) if loop_steps is None else loop_steps
         steps = torch.ones(B, dtype=torch.int32, device=pixels.device)
         halted = torch.ones(B, dtype=torch.bool, device=pixels.device)
         return Carry((), steps, halted, {}), loss, metrics, outputs
