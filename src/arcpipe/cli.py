@@ -376,7 +376,9 @@ def _add_models(stages: argparse._SubParsersAction) -> None:
     model = stages.add_parser("model", help="import or export upstream checkpoints")
     verbs = model.add_subparsers(dest="verb", required=True, metavar="VERB")
     imp = verbs.add_parser("import", help="convert an upstream TRM/HRM/URM/VARC checkpoint to arcpipe weights")
-    imp.add_argument("--arch", required=True, choices=["trm", "hrm", "urm", "transformer", "varc", "varc-unet"])
+    imp.add_argument(
+        "--arch", required=True, choices=["trm", "hrm", "urm", "transformer", "varc", "varc-unet", "loopvit"]
+    )
     imp.add_argument(
         "checkpoint", type=Path, help="upstream step_N (TRM/HRM), step_N.pt (URM) or checkpoint_best.pt (VARC)"
     )

@@ -46,6 +46,7 @@ from torch import Tensor, nn
 import arcpipe
 from arcpipe.config import ArcpipeError
 from arcpipe.config.load import yaml_problem
+from arcpipe.models.loopvit import LoopViT
 from arcpipe.models.losses import ACTLossHead
 from arcpipe.models.registry import (
     CONFIGS,
@@ -379,7 +380,10 @@ def _import_varc(arch: str, ckpt_path: Path, out_path: Path, dataset_dir: str | 
     args = raw.get("config")
     if not isinstance(args, Mapping):
         raise ArcpipeError(f"{ckpt_path}: no `config` (upstream's arguments) in the checkpoint; cannot size the model")
-    arch_cfg = _varc_config_from_args(arch, args, ckpt_path)
+    if arch == "loopvit":
+        arch_cfg = _loopvit_config_from_args(args, ckpt_path)
+    else:
+        arch_cfg = _varc_config_from_args(arch, args, ckpt_path)
     flat = raw["model_state"]
     prefix = VARC_PREFIX if flat and all(k.startswith(VARC_PREFIX) for k in flat) else ""
     state = {k.removeprefix(prefix): v for k, v in flat.items()}
@@ -413,7 +417,7 @@ def _import_varc(arch: str, ckpt_path: Path, out_path: Path, dataset_dir: str | 
         log.info("%s: no --dataset given: no identifiers.json hash recorded", ckpt_path)
 
     with torch.device("meta"):
-        backbone = VARCUNet if arch == "varc-unet" else VARCViT
+        backbone = {"varc-unet": VARCUNet, "loopvit": LoopViT}.get(arch, VARCViT)
         expected = backbone(arch_cfg, num_tasks=dataset["num_puzzle_identifiers"]).state_dict()
     check_keys(expected, state, source=ckpt_path)
     meta_out = {
@@ -477,6 +481,8 @@ def _export_varc(data: Mapping[str, Any], ckpt: Path, out: Path) -> Path:
     cfg = data["arch_config"]
     if data["arch"] == "varc-unet":
         args.update(architecture="unet", unet_size=_unet_size(cfg, ckpt), **{k: cfg[k] for k in UNET_ARGS})
+    elif data["arch"] == "loopvit":
+        args.update(_loopvit_args(cfg))
     else:
         args.update(architecture="vit", **{k: cfg[k] for k in VARC_ARGS})
     payload: dict[str, Any] = {"model_state": {prefix + k: v for k, v in data["model"].items()}, "config": args}
@@ -603,3 +609,66 @@ __all__ = [
     "read_weights",
     "save_weights",
 ]
+
+
+# --- LoopViT (WenjieShu/LoopViT): its checkpoints are VARC's layout (`model_state`, `config` = the trainer's
+# arguments), read and written by _import_varc and _export_varc; only the arguments differ ---------------------------
+
+# upstream's --architecture and arcpipe's `block`
+LOOPVIT_BLOCKS = {"loop_vit": "vit", "loop_vit1": "hybrid"}
+# the arguments that shape the model and its loop, under the same names in both
+LOOPVIT_ARGS = (
+    "image_size", "patch_size", "embed_dim", "loop_core_depth", "max_loop_steps", "min_loop_steps", "num_heads",
+    "mlp_dim", "dropout", "num_colors",
+)  # fmt: skip
+# the loss and exit settings, with upstream's offline trainer defaults where a checkpoint (a test-time one) lacks them
+LOOPVIT_TRAIN_ARGS = {
+    "exit_gate_threshold": 0.6,
+    "gate_entropy_weight": 1e-3,
+    "loop_penalty_weight": 5e-4,
+    "train_dynamic_exit": False,
+    "eval_dynamic_exit": False,
+}
+
+
+def _loopvit_config_from_args(args: Mapping[str, Any], source: Path) -> Any:
+    """LoopViTConfig from upstream's `vars(args)`: --architecture loop_vit / loop_vit1 is `block` vit / hybrid,
+    --disable-exit-gate and --no-step-embedding are `exit_gate` and `step_embedding` inverted."""
+    problems = []
+    architecture = args.get("architecture", "loop_vit")
+    if architecture not in LOOPVIT_BLOCKS:
+        problems.append(f"architecture={architecture!r}, not one of {', '.join(LOOPVIT_BLOCKS)}")
+    missing = [k for k in LOOPVIT_ARGS if k not in args]
+    if missing:
+        problems.append(f"{', '.join(missing)} missing from its config")
+    if args.get("num_task_tokens", 1) != 1:
+        problems.append(f"num_task_tokens={args['num_task_tokens']} (arcpipe's LoopViT has one task token)")
+    if problems:
+        raise ArcpipeError(f"{source}: unsupported LoopViT checkpoint: {'; '.join(problems)}")
+    defaulted = sorted(set(LOOPVIT_TRAIN_ARGS) - set(args))
+    if defaulted:
+        log.info("%s: %s not in its config: upstream's defaults", source, ", ".join(defaulted))
+    fields = {k: args[k] for k in LOOPVIT_ARGS}
+    fields.update({k: args.get(k, v) for k, v in LOOPVIT_TRAIN_ARGS.items()})
+    fields.update(
+        block=LOOPVIT_BLOCKS[architecture],
+        exit_gate=not args.get("disable_exit_gate", False),
+        step_embedding=not args.get("no_step_embedding", False),
+    )
+    try:
+        return make_arch_config("loopvit", "arc", fields)
+    except ValueError as err:
+        raise ArcpipeError(f"{source}: {err}") from None
+
+
+def _loopvit_args(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """Upstream's arguments of a LoopViT config (what `_loopvit_config_from_args` reads back)."""
+    blocks = {v: k for k, v in LOOPVIT_BLOCKS.items()}
+    return {
+        "architecture": blocks[cfg["block"]],
+        **{k: cfg[k] for k in LOOPVIT_ARGS},
+        **{k: cfg[k] for k in LOOPVIT_TRAIN_ARGS},
+        "num_task_tokens": 1,
+        "disable_exit_gate": not cfg["exit_gate"],
+        "no_step_embedding": not cfg["step_embedding"],
+    }

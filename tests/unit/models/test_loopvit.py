@@ -266,3 +266,46 @@ def test_head_reports_each_rows_loop_steps_and_their_sum(tiny_dataset: Path) -> 
     with torch.no_grad():
         _, _, metrics, outputs = head.step(head.initial_carry(batch), batch, ("loop_steps",))
     assert outputs["loop_steps"].tolist() == [cfg.max_loop_steps] * 4
+
+
+@pytest.mark.numeric
+def test_upstream_checkpoint_imports_answers_upstreams_logits_and_exports_back(
+    golden: dict[str, Any], tmp_path: Path
+) -> None:
+    # a tiny hybrid model built and saved by upstream's code (its trainer's payload: model_state and its arguments),
+    # imported with `arcpipe model import --arch loopvit`, answers upstream's logits and exits; exported, it is the
+    # same payload again
+    from arcpipe.models.io import export_upstream, import_upstream, model_from_checkpoint, read_weights
+
+    rec = golden["checkpoint"]
+    upstream = tmp_path / "loop_vit_base.pt"
+    torch.save(rec["payload"], upstream)
+    meta = import_upstream("loopvit", upstream, None, tmp_path / "imported.pt")
+    assert meta["arch_config"]["block"] == "hybrid" and meta["arch_config"]["max_loop_steps"] == 3
+    imported = tmp_path / "imported.pt"
+    head, _ = model_from_checkpoint(read_weights(imported), "cpu", source=imported, batch_size=4)
+    model = head.model.inner.eval()
+    with torch.no_grad():
+        out = model(rec["pixels"], rec["task_ids"], rec["mask"], dynamic_exit=True)
+    assert torch.equal(out.exit_steps, rec["exit_steps"])
+    torch.testing.assert_close(project_steps(out.logits[None])[0], rec["logits"], atol=1e-4, rtol=1e-5)
+
+    export_upstream(tmp_path / "imported.pt", tmp_path / "exported.pt")
+    back = torch.load(tmp_path / "exported.pt", weights_only=False)
+    want = rec["payload"]
+    assert set(back["model_state"]) == set(want["model_state"])
+    for key, value in want["model_state"].items():
+        assert torch.equal(back["model_state"][key], value), key
+    for key, value in want["config"].items():
+        assert back["config"][key] == value, key
+
+
+def test_import_refuses_loop_vit2_by_name(golden: dict[str, Any], tmp_path: Path) -> None:
+    from arcpipe.config import ArcpipeError
+    from arcpipe.models.io import import_upstream
+
+    payload = dict(golden["checkpoint"]["payload"])
+    payload["config"] = {**payload["config"], "architecture": "loop_vit2"}
+    torch.save(payload, tmp_path / "ckpt.pt")
+    with pytest.raises(ArcpipeError, match="architecture='loop_vit2'"):
+        import_upstream("loopvit", tmp_path / "ckpt.pt", None, tmp_path / "out.pt")
