@@ -87,6 +87,8 @@ def train_flops_per_example(cfg: Any, seq_len: int, vocab_size: int = 12) -> Flo
     """Forward + backward FLOPs of one row in one training step (one ACT step), see the module doc."""
     if cfg.name == "varc":
         return 3 * _varc_forward(cfg)
+    if cfg.name == "loopvit":
+        return 3 * _loopvit_forward(cfg)
     if cfg.name == "varc-unet":
         c0 = cfg.embed_dim // 2
         return 3 * _unet_forward(cfg) + Flops(linear=-2 * c0 * 4 * c0)
@@ -102,6 +104,8 @@ def eval_flops_per_step(cfg: Any, seq_len: int, vocab_size: int = 12) -> Flops:
     """Forward FLOPs of one row in one evaluation ACT step; an evaluation runs `eval_steps(cfg)` of them."""
     if cfg.name == "varc":
         return _varc_forward(cfg)
+    if cfg.name == "loopvit":
+        return _loopvit_forward(cfg)
     if cfg.name == "varc-unet":
         return _unet_forward(cfg)
     no_grad, grad = _block_applications(cfg)
@@ -186,6 +190,24 @@ def _varc_forward(cfg: Any) -> Flops:
     T = N + 1
     layer = Flops(linear=2 * T * (3 * D * D + D * D + 2 * D * M), attention=2 * 2 * T * T * D)
     return Flops(linear=2 * N * D * cfg.num_colors * p * p, conv=2 * N * p * p * D * D) + cfg.depth * layer
+
+
+def _loopvit_forward(cfg: Any) -> Flops:
+    """Forward FLOPs of LoopViT on one canvas at the planned maximum: max_loop_steps passes of the core (the masked
+    exit of models/loopvit.py runs every pass; an exited row's are thrown away), each with the exit gate, then the
+    head once. The hybrid layer's MLP is the convolutional GLU: fc1 D -> 2H, a depthwise 3 x 3 conv over the patch
+    tokens' H gate channels, fc2 H -> D (H = int(2 mlp_dim / 3))."""
+    N, p, D, M = cfg.num_patches, cfg.patch_size, cfg.embed_dim, cfg.mlp_dim
+    T = N + 1
+    attention = Flops(linear=2 * T * 4 * D * D, attention=2 * 2 * T * T * D)
+    if cfg.block == "hybrid":
+        H = int(2 * M / 3)
+        mlp = Flops(linear=2 * T * D * 2 * H + 2 * T * H * D, conv=2 * N * H * 9)
+    else:
+        mlp = Flops(linear=2 * T * 2 * D * M)
+    gate = Flops(linear=2 * (D * (D // 2) + D // 2)) if cfg.exit_gate else Flops()
+    embed_and_head = Flops(linear=2 * N * D * cfg.num_colors * p * p, conv=2 * N * p * p * D * D)
+    return embed_and_head + cfg.max_loop_steps * (cfg.loop_core_depth * (attention + mlp) + gate)
 
 
 def _unet_forward(cfg: Any) -> Flops:

@@ -309,3 +309,23 @@ def test_import_refuses_loop_vit2_by_name(golden: dict[str, Any], tmp_path: Path
     torch.save(payload, tmp_path / "ckpt.pt")
     with pytest.raises(ArcpipeError, match="architecture='loop_vit2'"):
         import_upstream("loopvit", tmp_path / "ckpt.pt", None, tmp_path / "out.pt")
+
+
+@pytest.mark.parametrize("block", BLOCKS)
+def test_forward_flops_at_the_planned_maximum_match_torch_counter(block: str) -> None:
+    # models/flops.py counts max_loop_steps passes (the masked exit runs them all); torch's counter on the model in
+    # eval mode with dynamic exit on must see exactly that (SDPA's math backend, so attention is counted as matmuls)
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from arcpipe.models.flops import eval_flops_per_step
+
+    cfg = make_arch_config("loopvit", "tiny", {"block": block})
+    torch.manual_seed(0)
+    model = LoopViT(cfg, num_tasks=3).eval()
+    S = cfg.image_size
+    pixels = torch.randint(0, 10, (2, S, S))
+    mask = torch.ones((2, S, S), dtype=torch.bool)
+    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter, torch.no_grad():
+        model(pixels, torch.tensor([0, 1]), mask, dynamic_exit=True)
+    assert counter.get_total_flops() == eval_flops_per_step(cfg, 900).total * 2
