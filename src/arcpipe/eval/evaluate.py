@@ -59,7 +59,7 @@ from arcpipe.eval.puzzles import (
     parse_identifiers,
 )
 from arcpipe.eval.score import DEFAULT_KS, score, score_by_depth
-from arcpipe.eval.vote import vote, vote_by_depth
+from arcpipe.eval.vote import assign_rows, vote, vote_by_depth
 from arcpipe.eval.write import (
     EvalResult,
     build_submission,
@@ -200,6 +200,15 @@ def evaluate_checkpoint(
             depth=depth_metrics(depth),
             info=info,
             controls=controls,
+            loop_steps=None
+            if predictions.loop_steps is None
+            else loop_steps_per_input(
+                np.asarray(split.inputs[predictions.rows]),
+                predictions.loop_steps,
+                example_ids[predictions.rows],
+                identifiers,
+                test,
+            ),
         )
         log.info("%s", ", ".join(f"pass@{k} {100 * result.scores.pass_at[k]:.2f}%" for k in result.scores.ks))
         if info["run"] is not None and checkpoint.stem.startswith("epoch_"):  # avg_last{k} is no point of the curve
@@ -244,6 +253,27 @@ def evaluate_predictions(
         seconds,
     )
     return EvalResult(test, votes, scores, submission, stats, seconds)
+
+
+def loop_steps_per_input(
+    inputs: np.ndarray,
+    loop_steps: np.ndarray,
+    puzzle_identifiers: np.ndarray,
+    identifiers: Sequence[str],
+    test: TestPuzzles,
+) -> np.ndarray:
+    """(P,) float64 mean loop steps of the rows that answer each test input (per_puzzle.csv's `mean_loop_steps`).
+
+    The rows are those the vote counts for the input (vote.assign_rows: every view and canvas attempt of it); NaN
+    for an input no row answered. inputs: (N, 900) tokens; loop_steps: (N,) infer.Predictions.loop_steps;
+    puzzle_identifiers: (N,) ids into `identifiers`.
+    """
+    rows = assign_rows(inputs, puzzle_identifiers, identifiers, test, what=f"loop_steps ({len(loop_steps)},)")
+    steps = np.asarray(loop_steps, dtype=np.float64)[rows.used]
+    total = np.bincount(rows.group, weights=steps, minlength=test.num_groups)
+    count = np.bincount(rows.group, minlength=test.num_groups)
+    mean = np.where(count > 0, total / np.maximum(count, 1), np.nan)
+    return mean[test.pair_group]
 
 
 def blank_id_control(

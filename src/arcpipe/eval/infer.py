@@ -57,6 +57,7 @@ class Predictions:
     metric_sums: dict[str, float]  # the loss head's metric sums over these examples (with "count")
     step_keys: np.ndarray | None = None  # (N, D, 2) int64 key of the answer after each ACT step (`CandidateKeys`)
     step_q_halt: np.ndarray | None = None  # (N, D) float32 q_halt logit after each ACT step
+    loop_steps: np.ndarray | None = None  # (N,) int32 loop steps each row's answer took (a looped canvas model's)
 
 
 def predict(
@@ -81,7 +82,8 @@ def predict(
     CUDA only, as training compiles there; `step_is_compiled` says which). Batches are padded to `batch_size`, so one
     compilation serves every batch. `views`: (N_ex,) dihedral id of each example's view (`example_views`), which a
     canvas model needs to cut its answer's blocks as upstream does (data/canvas.decode); None: every row as the
-    original.
+    original. A head with `reports_loop_steps` (LoopViT's) also gives each row's loop steps (`loop_steps`: the
+    passes its answer took, the exit step under dynamic exit); other heads' Predictions have None there.
     """
     shard_size = -(-len(rows) // env.world_size)
     mine = rows[env.rank * shard_size : (env.rank + 1) * shard_size]
@@ -93,6 +95,9 @@ def predict(
     keys = torch.zeros((shard_size, num_steps, 2), dtype=torch.int64, device=env.device)
     step_q = torch.zeros((shard_size, num_steps), dtype=torch.float32, device=env.device)
     sums = torch.zeros(len(METRIC_KEYS) + 1, dtype=torch.float64, device=env.device)  # + count
+    looped = bool(getattr(head, "reports_loop_steps", False))
+    wanted = ("preds", "q_halt_logits", "loop_steps") if looped else ("preds", "q_halt_logits")
+    loops = torch.zeros(shard_size if looped else 0, dtype=torch.int32, device=env.device)
     # read once at the end, not after every step: the halted flags stay on the device (no host sync per step)
     all_halted = torch.ones((), dtype=torch.bool, device=env.device)
     step_fn = torch.compile(head.step, dynamic=False) if step_is_compiled(env.device, compile) else head.step
@@ -113,7 +118,7 @@ def predict(
                 carry = head.initial_carry(batch)
                 n = len(chunk)
                 for step in range(max_steps):  # eval mode: every row halts exactly at max_steps, none before
-                    carry, _, metrics, outputs = step_fn(carry, batch, ("preds", "q_halt_logits"))
+                    carry, _, metrics, outputs = step_fn(carry, batch, wanted)
                     if step_keys is not None:
                         step_preds = outputs["preds"][:n].to(torch.uint8).cpu().numpy()
                         keys[start : start + n, step] = torch.from_numpy(step_keys(chunk, step_preds)).to(env.device)
@@ -121,12 +126,14 @@ def predict(
                 all_halted &= carry.halted.all()
                 preds[start : start + n] = outputs["preds"][:n].to(torch.uint8)
                 q_halt[start : start + n] = outputs["q_halt_logits"][:n].float()
+                if looped:  # the last ACT step's (a canvas model has one): the loop steps of the answer kept
+                    loops[start : start + n] = outputs["loop_steps"][:n].to(torch.int32)
                 sums += torch.stack([metrics[k].double() for k in (*METRIC_KEYS, "count")])
     finally:
         head.train(was_training)
     if not bool(all_halted):
         raise RuntimeError(f"a row had not halted after halt_max_steps={max_steps} ACT steps in eval mode")
-    per_row = [preds, q_halt] + ([keys, step_q] if step_keys is not None else [])
+    per_row = [preds, q_halt] + ([keys, step_q] if step_keys is not None else []) + ([loops] if looped else [])
     if env.world_size > 1:
         *per_row, sums = _gather_to_all(*per_row, sums, world_size=env.world_size)
     if env.rank != 0:
@@ -134,7 +141,8 @@ def predict(
     n = len(rows)
     totals = dict(zip((*METRIC_KEYS, "count"), sums.cpu().tolist(), strict=True))
     arrays = [t[:n].cpu().numpy() for t in per_row]
-    return Predictions(rows, arrays[0], arrays[1], totals, *arrays[2:])
+    kept = dict(zip(("step_keys", "step_q_halt"), arrays[2:4], strict=False)) if step_keys is not None else {}
+    return Predictions(rows, arrays[0], arrays[1], totals, **kept, loop_steps=arrays[-1] if looped else None)
 
 
 def step_is_compiled(device: torch.device | None, compile: bool | None = None) -> bool:

@@ -134,12 +134,14 @@ def write_results(
     depth: Mapping[str, Mapping[str, float]] | None = None,
     info: Mapping[str, Any] | None = None,
     controls: Mapping[str, Mapping[str, float]] | None = None,
+    loop_steps: np.ndarray | None = None,
 ) -> dict[str, Any]:
     """Write metrics.json, submission.json, per_puzzle.csv and votes.npz into out_dir; returns the metrics.
 
     depth: {"<ACT step>": {"pass@<K>": value}} (`depth_metrics`), written as metrics["depth"]; controls:
     {"<control>": {"pass@<K>": value}} of the control passes (`evaluate.blank_id_control`), as metrics["controls"]
-    when there are any. Every file is
+    when there are any; loop_steps: (P,) mean loop steps of each test input's rows (a looped model's,
+    evaluate.loop_steps_per_input), per_puzzle.csv's last column, absent without it. Every file is
     first written to a temporary name in out_dir; an error before the renames leaves nothing new behind, and
     metrics.json is renamed last.
     """
@@ -154,7 +156,7 @@ def write_results(
         metrics["info"] = dict(info)
     contents: dict[str, bytes] = {
         "submission.json": json.dumps(result.submission, separators=(",", ":")).encode(),
-        "per_puzzle.csv": per_puzzle_csv(result).encode(),
+        "per_puzzle.csv": per_puzzle_csv(result, loop_steps).encode(),
         "votes.npz": _votes_npz(result.votes, result.test),
         "metrics.json": (json.dumps(metrics, indent=2) + "\n").encode(),  # last: marks completion
     }
@@ -193,9 +195,10 @@ def metrics_of(
     return metrics
 
 
-def per_puzzle_csv(result: EvalResult) -> str:
+def per_puzzle_csv(result: EvalResult, loop_steps: np.ndarray | None = None) -> str:
     """One row per test input: puzzle, test_index, pass@K columns (0/1), cell_accuracy (attempt 1's share of right
-    cells, score.py), candidates, winner's votes, label's rank."""
+    cells, score.py), candidates, winner's votes, label's rank; with `loop_steps` ((P,) float, NaN for an input no row
+    answered) a last column mean_loop_steps, empty where NaN."""
     test, votes, scores = result.test, result.votes, result.scores
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
@@ -204,6 +207,7 @@ def per_puzzle_csv(result: EvalResult) -> str:
         + (["cell_accuracy"] if scores.cell_accuracy is not None else [])
         + ["num_votes", "num_candidates"]
         + ["winner_votes", "winner_mean_q", "label_rank", "label_among_candidates"]
+        + (["mean_loop_steps"] if loop_steps is not None else [])
     )
     pair_task, pair_index = test.pair_task, test.pair_index
     for p in range(test.num_pairs):
@@ -217,8 +221,13 @@ def per_puzzle_csv(result: EvalResult) -> str:
             + [int(count.sum()), len(count)]
             + ([int(count[0]), f"{votes.q_sum[cands][0] / count[0]:.6f}"] if len(count) else [0, ""])
             + [rank_ + 1 if rank_ >= 0 else "", int(rank_ >= 0)]
+            + ([_mean_or_empty(loop_steps[p])] if loop_steps is not None else [])
         )
     return buffer.getvalue()
+
+
+def _mean_or_empty(value: float) -> str:
+    return "" if np.isnan(value) else f"{value:.6f}"
 
 
 def load_votes(path: str | Path) -> tuple[Votes, TestPuzzles]:

@@ -14,7 +14,8 @@ and no dynamic exit while fitting (upstream's test_time_train_ARC.py adds no reg
 turns neither exit on); answering then follows `eval_dynamic_exit`.
 
 `metrics["steps"]` sums the rows' loop steps (the evaluation's totals give their mean), and `outputs["loop_steps"]`
-gives each row's.
+gives each row's; `reports_loop_steps` tells eval/infer.predict to keep them, and the evaluation writes their mean
+per test input (per_puzzle.csv's `mean_loop_steps`, eval/evaluate.py).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ class LoopViTHead(VARCHead):
     """VARCHead with LoopViT's loop, exit and regularizers (module doc)."""
 
     test_time = False
+    reports_loop_steps = True  # eval/infer.predict keeps each row's `loop_steps` (per_puzzle.csv's mean_loop_steps)
 
     def run_model(self, pixels: Tensor, task_ids: Tensor, mask: Tensor) -> tuple[Tensor, Tensor | None, Tensor | None]:
         cfg: LoopViTConfig = self.config  # type: ignore[assignment]
