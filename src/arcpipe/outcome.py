@@ -30,7 +30,6 @@ from arcpipe.plan import stop_records
 
 PREFIX = "arcpipe: "
 N_LAST_STEPS = 3  # training accuracy at the end: the mean of the last counted steps, as learning.csv's
-RUN_FILE = re.compile(r"results/(?:(?:runs|eval)/([^/]+)/|gates/([^/]+)\.json$)")  # a gate record: its run
 ERROR_BLOCK = re.compile(r"\s*Error in rule (\S+):$")
 ERROR_LOG = re.compile(r"\s+log: (.*?)(?: \(check log file\(s\) for error details\))?$")
 # a Python exception's last line, possibly behind torchrun's "[rank0]: " prefix
@@ -77,7 +76,7 @@ def success_lines(root: Path, outputs: Iterable[str], cfg: WorkflowConfig) -> li
     built a report, else from the run's metrics; then where the report is and the command that renders it.
     """
     outputs = list(outputs)
-    runs = sorted({m[1] or m[2] for path in outputs if (m := RUN_FILE.match(path))})
+    runs = sorted({run for path in outputs if (run := paths.run_of(path))})
     lines, covered = [], set()
     for folder in dict.fromkeys(Path(path).parent for path in outputs if Path(path).name == "summary.csv"):
         summary = pd.read_csv(root / folder / "summary.csv", dtype={"run": str})

@@ -73,15 +73,28 @@ def under(results: str | Path, pattern: str, **where: object) -> Path:
     return Path(results) / pattern.format(**where).removeprefix(RESULTS + "/")
 
 
-def parse(pattern: str, path: str | Path) -> dict[str, str] | None:
-    """The wildcards of `path` if it ends as `pattern` does (a folder's name, never across a /), else None:
-    parse(FULL, "results/eval/r/epoch_4/metrics.json") == {"run": "r", "epoch": "4"}."""
-    regex = "".join(
+def _regex(pattern: str) -> str:
+    """`pattern` as a regular expression, each wildcard a named group of one folder's name (never across a /)."""
+    return "".join(
         f"(?P<{part[1:-1]}>[^/]+)" if part.startswith("{") else re.escape(part)
         for part in re.split(r"(\{[a-z]+\})", pattern)
     )
-    match = re.search(regex + "$", str(path))
+
+
+def parse(pattern: str, path: str | Path) -> dict[str, str] | None:
+    """The wildcards of `path` if it ends as `pattern` does (a folder's name, never across a /), else None:
+    parse(FULL, "results/eval/r/epoch_4/metrics.json") == {"run": "r", "epoch": "4"}."""
+    match = re.search(_regex(pattern) + "$", str(path))
     return None if match is None else match.groupdict()
+
+
+def run_of(path: str | Path) -> str | None:
+    """The run a workflow file (relative to the workflow's directory) belongs to: a file in the run's RUN or EVAL
+    folder, or its GATE record; None for any other (a dataset, the report, a sweep's rung)."""
+    for regex in (_regex(RUN + "/"), _regex(EVAL + "/"), _regex(GATE) + "$"):
+        if match := re.match(regex, str(path)):
+            return match["run"]
+    return None
 
 
 def eval_files(folder: str) -> dict[str, str]:

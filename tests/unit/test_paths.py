@@ -38,3 +38,17 @@ def test_a_path_is_read_back_into_its_wildcards() -> None:
     assert paths.parse(paths.FULL, "results/eval/r/epoch_4/quick/metrics.json") is None  # a quick one is not a full one
     assert paths.parse(paths.RUNG, paths.RUNG.format(sweep="s", epoch=6)) == {"sweep": "s", "epoch": "6"}
     assert paths.under("/elsewhere/res", paths.GATE, run="g") == Path("/elsewhere/res/gates/g.json")
+
+
+def test_a_workflow_file_names_its_run() -> None:
+    """paths.run_of (the driver's end-of-run lines: which runs a workflow made files of)."""
+    for pattern in (paths.CKPT, paths.STATE, paths.DECISION, paths.FULL, paths.TTT, paths.ENSEMBLE, paths.GATE):
+        assert paths.run_of(pattern.format(run="trm-arc1-s0", epoch=8, kind="avg", k=2)) == "trm-arc1-s0", pattern
+    for path in (
+        paths.DATA_VERIFIED.format(dataset="d"),
+        paths.REPORT + "/summary.csv",
+        paths.RUNG.format(sweep="s", epoch=2),
+        paths.GATE.format(run="r") + ".tmp",  # a gate record's run is its file's name, not a prefix
+        "other/results/runs/r/config.yaml",
+    ):
+        assert paths.run_of(path) is None, path
