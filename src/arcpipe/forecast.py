@@ -124,6 +124,9 @@ class Forecast:
     outcome: Outcome | None = None  # how much of the run; None: all of it, every boundary fully evaluated
     eval_attempts: int = 1  # answers per test row (a canvas model's canvas_attempts)
     ttt: TTTForecast | None = None  # the run's test-time training (`ttt:`), after its last checkpoint
+    # wall hours of one checkpoint's evaluation job (one pass with its controls, every attempt) on its evaluation
+    # GPUs, at the rate eval_gpu_hours bills: what the job's time limit is sized from (arcpipe.jobs); 0 for a CPU run
+    eval_job_hours: float = 0.0
 
     @property
     def gpu_hours(self) -> float:
@@ -259,8 +262,10 @@ def forecast_run(
     train_examples = steps * run.global_batch_size
     train_flops, eval_flops = float(train_examples * train_row), float(pass_rows * eval_row)
 
+    job_rows = (1 + len(evaluation.controls)) * rows * attempts  # one checkpoint's evaluation job
     if not run.uses_gpus:
         throughput, gpu, train_gpu_h, eval_gpu_h, train_hours, capped = None, "", 0.0, 0.0, math.nan, False
+        job_hours = 0.0
     else:
         gpu = run.gpu or DEFAULT_GPU
         throughput = measured or assumed_throughput(gpu, train_row, eval_row)
@@ -272,6 +277,7 @@ def forecast_run(
         train_gpu_h = run.gpu_hours(train_hours, 0.0)
         eval_hours = pass_rows / throughput.eval_examples_per_s / 3600 / max(run.evaluation_gpus, 1)
         eval_gpu_h = run.gpu_hours(0.0, eval_hours)
+        job_hours = job_rows / throughput.eval_examples_per_s / 3600 / max(run.evaluation_gpus, 1)  # at that rate
     ttt = None
     if run.ttt is not None and outcome.epochs > 0:  # it follows the last checkpoint: none when nothing trains
         # its jobs take the evaluation's GPUs (one at most): none, and they spend no GPU-hours
@@ -297,6 +303,7 @@ def forecast_run(
         outcome=outcome,
         eval_attempts=attempts,
         ttt=ttt,
+        eval_job_hours=job_hours,
     )
 
 

@@ -1,14 +1,18 @@
-"""What each job of a run asks the scheduler for, beyond training (arcpipe.launch.job_resources): the preflight
-and the per-checkpoint evaluation. Pure functions of the config (and, once built, the dataset's size): the
-Snakefile calls them at plan time, so nothing here imports torch.
+"""What each job of a run asks the scheduler for, beyond training (arcpipe.launch.job_resources): the preflight,
+the per-checkpoint evaluation and the test-time training jobs. Pure functions of the config, the dataset's size and
+the run's doctor record (the forecast's inputs): the Snakefile calls them at plan time, so nothing here imports
+torch.
 
-    resources = evaluation_resources(run, dataset_dir)   # gpu, mem_mb, shm_mb, runtime
-    device    = device_flag(run, gpus)                   # "--device cuda" or "--device cpu"
+    resources = evaluation_resources(cfg, run_name, Path("results"))   # gpu, mem_mb, shm_mb, runtime
+    device    = device_flag(run, gpus)                                 # "--device cuda" or "--device cpu"
 
 Rules of thumb, each a documented default a run can override (docs/configuration.md, "Per-run resources"):
 * evaluation and preflight run on GPUs whenever the run trains on GPUs: `eval_gpus` (default 1) and 1 GPU;
-* the evaluation's time limit grows with the test split: rows x ACT steps at a conservative rate per GPU
-  (EVAL_ROW_STEPS_PER_S), times a safety factor, plus start-up; `eval_runtime_minutes` overrides it;
+* a GPU evaluation's time limit is the forecast's own time for one checkpoint's evaluation job
+  (arcpipe.forecast: Forecast.eval_job_hours, the rate its eval GPU-hours bill at) x EVAL_SAFETY, plus start-up,
+  so a job's limit and the bill cannot disagree; on CPUs (also simulated GPUs) the test split's rows x ACT steps
+  at a conservative CPU rate (EVAL_ROW_STEPS_PER_S_CPU), times the same safety, plus start-up;
+  `eval_runtime_minutes` overrides either;
 * a test-time-training job (`ttt:`) gets one GPU at most, and a limit that covers its share of the forecast's
   test-time training too (`ttt_resources`).
 """
@@ -18,11 +22,12 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
+from arcpipe import forecast
 from arcpipe.config import DatasetConfig, RunConfig, WorkflowConfig
 
-# test rows x ACT steps per second: one GPU (deliberately low for a 512-wide TRM/URM at 16 steps), one CPU job
-EVAL_ROW_STEPS_PER_S = {"gpu": 1000.0, "cpu": 20.0}
+EVAL_ROW_STEPS_PER_S_CPU = 20.0  # test rows x ACT steps per second of one CPU evaluation job
 EVAL_SAFETY = 1.5
 EVAL_STARTUP_MIN = 15
 DEFAULT_ACT_STEPS = 16  # the published presets' halt_max_steps
@@ -31,7 +36,8 @@ TEST_PAIRS_PER_TASK = 1.1  # some tasks have 2-3 test inputs
 
 
 def test_rows(dataset: DatasetConfig, dataset_dir: Path) -> int:
-    """Rows of the test split: read from the built dataset when it exists, else an upper bound from its config."""
+    """Rows of the test split (a CPU evaluation's limit): read from the built dataset when it exists, else an upper
+    bound from its config."""
     built = Path(dataset_dir) / "test" / "dataset.json"
     try:
         return int(json.loads(built.read_text())["total_puzzles"])
@@ -40,50 +46,74 @@ def test_rows(dataset: DatasetConfig, dataset_dir: Path) -> int:
         return math.ceil(tasks * TEST_PAIRS_PER_TASK * (dataset.num_aug + 1))
 
 
-def evaluation_runtime(run: RunConfig, rows: int) -> int:
-    """Minutes for one checkpoint's evaluation (the job's time limit)."""
+# forecasts of this process by (config, run, its inputs): `snakemake -n full` asks for the resources of every
+# evaluation and test-time-training job (thousands of calls, four resources each) of a few runs
+_FORECASTS: dict[tuple[Any, ...], tuple[WorkflowConfig, forecast.Forecast]] = {}
+
+
+def run_forecast(cfg: WorkflowConfig, name: str, results: Path) -> forecast.Forecast:
+    """Run `name`'s forecast (the whole run) from the datasets' sizes and its doctor record under `results`: the
+    bill whose evaluation and test-time training the jobs' time limits are sized from. The inputs are read on
+    every call (a dataset built or a doctor record written since counts), the forecast computed once per inputs."""
+    run = cfg.runs[name]
+    data = forecast.data_size(run.dataset, cfg.datasets[run.dataset], results)
+    answered = forecast.data_size(run.answered_dataset, cfg.datasets[run.answered_dataset], results)
+    measured = forecast.doctor_throughput(results, name, run)
+    key = (id(cfg), name, data, answered, measured)
+    kept = _FORECASTS.get(key)
+    if kept is not None and kept[0] is cfg:  # the config itself is kept with it: its id is not reused meanwhile
+        return kept[1]
+    bill = forecast.forecast_run(cfg, name, data, measured, answered=answered)
+    if len(_FORECASTS) >= 256:
+        _FORECASTS.clear()
+    _FORECASTS[key] = (cfg, bill)
+    return bill
+
+
+def limit_minutes(hours: float) -> int:
+    """A job's time limit for `hours` of forecast work: x EVAL_SAFETY, plus start-up, in whole minutes."""
+    return EVAL_STARTUP_MIN + math.ceil(EVAL_SAFETY * hours * 60)
+
+
+def evaluation_runtime(cfg: WorkflowConfig, name: str, results: Path) -> int:
+    """Minutes for one checkpoint's evaluation (the job's time limit): `eval_runtime_minutes`, else on GPUs the
+    forecast's time for the job (`limit_minutes` of Forecast.eval_job_hours), else on CPUs the test rows x ACT
+    steps at EVAL_ROW_STEPS_PER_S_CPU."""
+    run = cfg.runs[name]
     if run.eval_runtime_minutes is not None:
         return run.eval_runtime_minutes
+    if run.evaluation_gpus and not run.simulate_gpus:
+        return limit_minutes(run_forecast(cfg, name, results).eval_job_hours)
+    rows = test_rows(cfg.datasets[run.dataset], results / "data" / run.dataset)
     steps = int(run.arch_overrides.get("halt_max_steps", DEFAULT_ACT_STEPS))
     # varc: one forward pass per answer and `evaluation.canvas_attempts` answers per row (10 by default), each
     # cheaper than one ACT step of a 512-wide TRM (10 layers once against 2 layers 15 times): 16 bounds it
-    gpus = run.evaluation_gpus
-    rate = EVAL_ROW_STEPS_PER_S["gpu"] * gpus if gpus and not run.simulate_gpus else EVAL_ROW_STEPS_PER_S["cpu"]
-    return EVAL_STARTUP_MIN + math.ceil(EVAL_SAFETY * rows * steps / rate / 60)
+    return EVAL_STARTUP_MIN + math.ceil(EVAL_SAFETY * rows * steps / EVAL_ROW_STEPS_PER_S_CPU / 60)
 
 
-def evaluation_resources(run: RunConfig, dataset: DatasetConfig, dataset_dir: Path) -> dict[str, int]:
-    gpus = run.evaluation_gpus
+def evaluation_resources(cfg: WorkflowConfig, name: str, results: Path) -> dict[str, int]:
+    gpus = cfg.runs[name].evaluation_gpus
     return {
         "gpu": gpus,
         "mem_mb": 16000 + 8000 * gpus,
         "shm_mb": 2000,
-        "runtime": evaluation_runtime(run, test_rows(dataset, dataset_dir)),
+        "runtime": evaluation_runtime(cfg, name, results),
     }
 
 
-def ttt_resources(cfg: WorkflowConfig, name: str, dataset_dir: Path, results: Path) -> dict[str, int]:
+def ttt_resources(cfg: WorkflowConfig, name: str, results: Path) -> dict[str, int]:
     """A test-time-training job of run `name` (eval/ttt.py): an evaluation's resources, but one GPU at most (a job
     fits and answers on one device), and a time limit that also covers the job's share of the run's test-time
-    training: the forecast's (forecast.ttt_forecast: its fits, answers and compilation) x EVAL_SAFETY, plus start-up.
-    `eval_runtime_minutes` overrides it, as for an evaluation; on CPUs the evaluation's limit stands."""
-    from arcpipe import forecast  # the TTT cost model; forecast is a layer below this module
-
+    training: `limit_minutes` of the forecast's (forecast.ttt_forecast: its fits, answers and compilation) over its
+    jobs. `eval_runtime_minutes` overrides it, as for an evaluation; on CPUs the evaluation's limit stands."""
     run = cfg.runs[name]
-    resources = evaluation_resources(run, cfg.datasets[run.dataset], dataset_dir)
+    resources = evaluation_resources(cfg, name, results)
     gpus = min(resources["gpu"], 1)
     resources.update(gpu=gpus, mem_mb=16000 + 8000 * gpus)
     if run.ttt is not None and run.eval_runtime_minutes is None and gpus and not run.simulate_gpus:
-        bill = forecast.forecast_run(
-            cfg,
-            name,
-            forecast.data_size(run.dataset, cfg.datasets[run.dataset], results),
-            forecast.doctor_throughput(results, name, run),
-            answered=forecast.data_size(run.answered_dataset, cfg.datasets[run.answered_dataset], results),
-        ).ttt
+        bill = run_forecast(cfg, name, results).ttt
         assert bill is not None, name
-        minutes = bill.gpu_hours * 60 / bill.jobs
-        resources["runtime"] = max(resources["runtime"], EVAL_STARTUP_MIN + math.ceil(EVAL_SAFETY * minutes))
+        resources["runtime"] = max(resources["runtime"], limit_minutes(bill.gpu_hours / bill.jobs))
     return resources
 
 

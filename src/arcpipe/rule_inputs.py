@@ -388,12 +388,11 @@ class RuleInputs:
         )
 
     def eval_resource(self, name):
-        """A resource of a run's evaluation job (arcpipe.jobs.evaluation_resources): GPUs, memory, time limit."""
+        """A resource of a run's evaluation job (arcpipe.jobs.evaluation_resources): GPUs, memory, and a time limit
+        from the forecast's cost of the evaluation."""
 
         def lookup(wildcards):
-            run = self.cfg.runs[wildcards.run]
-            data = self.cfg.datasets[run.dataset]
-            return evaluation_resources(run, data, Path(self.dataset_dir_for_run(wildcards)))[name]
+            return evaluation_resources(self.cfg, wildcards.run, Path(paths.RESULTS))[name]
 
         lookup.__name__ = f"eval_{name}_for_run"
         return lookup
@@ -403,12 +402,7 @@ class RuleInputs:
         limit that covers its share of the test-time training."""
 
         def lookup(wildcards):
-            return ttt_resources(
-                self.cfg,
-                wildcards.run,
-                Path(self.dataset_dir_for_run(wildcards)),
-                Path(paths.RESULTS),
-            )[name]
+            return ttt_resources(self.cfg, wildcards.run, Path(paths.RESULTS))[name]
 
         lookup.__name__ = f"ttt_{name}_for_run"
         return lookup

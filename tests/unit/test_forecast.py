@@ -283,25 +283,67 @@ def test_a_varc_runs_forecast_line_and_table_show_its_test_time_training(results
 
 
 def test_a_test_time_training_job_asks_for_one_gpu_and_time_for_its_share(results: Path) -> None:
-    from arcpipe.jobs import EVAL_SAFETY, EVAL_STARTUP_MIN, evaluation_resources, ttt_resources
+    from arcpipe.jobs import evaluation_resources, limit_minutes, ttt_resources
 
     # a long recipe: the job's share of the test-time training outlasts an evaluation's limit
     cfg = _varc_config(eval_gpus=4, ttt={"epochs": 20_000, "batch_size": 8, "jobs": 2})
-    run, data = cfg.runs["hand"], results / "data" / "tiny"
-    evaluation = evaluation_resources(run, cfg.datasets["tiny"], data)
-    ttt = ttt_resources(cfg, "hand", data, results)
+    evaluation = evaluation_resources(cfg, "hand", results)
+    ttt = ttt_resources(cfg, "hand", results)
     bill = forecast_runs(cfg, results)["hand"].ttt
     assert (evaluation["gpu"], ttt["gpu"], ttt["mem_mb"]) == (4, 1, 24_000)  # a job fits on one device
-    share = EVAL_STARTUP_MIN + math.ceil(EVAL_SAFETY * bill.gpu_hours * 60 / bill.jobs)
+    share = limit_minutes(bill.gpu_hours / bill.jobs)
     assert ttt["runtime"] == share > evaluation["runtime"]
     # a short one: never less than its evaluation's limit; eval_runtime_minutes overrides both
     short = _varc_config()
-    own = evaluation_resources(short.runs["hand"], short.datasets["tiny"], data)["runtime"]
+    own = evaluation_resources(short, "hand", results)["runtime"]
     bill = forecast_runs(short, results)["hand"].ttt
-    share = EVAL_STARTUP_MIN + math.ceil(EVAL_SAFETY * bill.gpu_hours * 60 / bill.jobs)
-    assert ttt_resources(short, "hand", data, results)["runtime"] == max(own, share)
-    assert ttt_resources(_varc_config(eval_runtime_minutes=7, ttt=cfg.runs["hand"].ttt.model_dump()), "hand", data,
-                         results)["runtime"] == 7  # fmt: skip
+    assert ttt_resources(short, "hand", results)["runtime"] == max(own, limit_minutes(bill.gpu_hours / bill.jobs))
+    overridden = _varc_config(eval_runtime_minutes=7, ttt=cfg.runs["hand"].ttt.model_dump())
+    assert ttt_resources(overridden, "hand", results)["runtime"] == 7
+
+
+def _throughput(results: Path, cfg, eval_rows_per_s: float) -> None:
+    """The run's doctor record (written again when it exists): 0.05 training rows/s and `eval_rows_per_s`."""
+    stamp = datetime(2026, 11, 30, 12, tzinfo=UTC)
+    record = doctor_record("hand", cfg.runs["hand"], "NVIDIA L4", 22.0, 0.05, eval_rows_per_s, stamp)
+    path = doctor_record_path(results, "hand", record["gpu"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record))
+
+
+def test_an_evaluation_jobs_limit_is_the_forecasts_time_for_that_evaluation(results: Path) -> None:
+    from arcpipe.jobs import EVAL_SAFETY, EVAL_STARTUP_MIN, evaluation_resources
+
+    def limit_and_bill(cfg) -> tuple[int, float, float]:
+        f = forecast_runs(cfg, results)["hand"]
+        return evaluation_resources(cfg, "hand", results)["runtime"], f.eval_job_hours, f.eval_gpu_hours
+
+    cfg = _config()  # 2 GPU evaluations of 36 rows on one GPU
+    _throughput(results, cfg, 0.02)
+    # one evaluation: 36 rows / 0.02 rows/s = 1,800 s = 0.5 h, the bill's 1 GPU-h over its 2 evaluations;
+    # its limit: 15 + ceil(1.5 x 30) = 60 minutes
+    limit, job_hours, billed = limit_and_bill(cfg)
+    assert (limit, job_hours, billed) == pytest.approx((60, 0.5, 1.0))
+    assert limit == EVAL_STARTUP_MIN + math.ceil(EVAL_SAFETY * job_hours * 60)
+    # the doctor measures twice the throughput: the bill and the limit move together (0.25 h: 15 + ceil(22.5))
+    _throughput(results, cfg, 0.04)
+    assert limit_and_bill(cfg) == pytest.approx((38, 0.25, 0.5))
+    # a control pass is part of the job (2 x 0.25 h: 15 + 45); the bill counts it for both evaluations
+    raw = cfg.model_dump(mode="json", exclude_unset=True)
+    controlled = validate_config({**raw, "evaluation": {"controls": ["blank_puzzle_id"]}})
+    assert limit_and_bill(controlled) == pytest.approx((60, 0.5, 1.0))
+    # a canvas model answers every row 10 times: 360 answers at 0.04/s = 2.5 h (the bill: 5 GPU-h for 2), 240 min
+    varc = _varc_config()
+    _throughput(results, varc, 0.04)
+    assert limit_and_bill(varc) == pytest.approx((240, 2.5, 5.0))
+    # two evaluation GPUs share the rows: the job takes half the wall time (0.125 h) and holds twice the GPUs
+    _throughput(results, cfg, 0.04)
+    assert limit_and_bill(_config(eval_gpus=2)) == pytest.approx((15 + math.ceil(1.5 * 7.5), 0.125, 0.5))
+    # eval_runtime_minutes overrides it; CPU jobs (also simulated GPUs) keep the CPU rate: 36 rows x 16 ACT steps
+    # (the default bound) / 20 row-steps/s = 29 s: 15 + 1 minutes, whatever the doctor measured
+    assert evaluation_resources(_config(eval_runtime_minutes=7), "hand", results)["runtime"] == 7
+    assert evaluation_resources(_config(gpus_per_node=0, gpu=None), "hand", results)["runtime"] == 16
+    assert evaluation_resources(_config(simulate_gpus=True), "hand", results)["runtime"] == 16
 
 
 def test_test_time_training_on_cpu_jobs_spends_no_gpu_hours(results: Path) -> None:
