@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from arcpipe import plan
 from arcpipe.config import ArcpipeError
 
 if TYPE_CHECKING:
@@ -41,6 +42,7 @@ class RunInfo:
     epochs: int  # the run's configured total, for progress %
     seed: int | None = None
     seed_group: str | None = None  # the run's `seeds:` list (config.RunConfig); None: a group of its own
+    preset: str | None = None  # the arch's preset: which published figure applies (tables.published_figure)
 
 
 @dataclass(frozen=True)
@@ -65,11 +67,17 @@ class ReportInputs:
 
 
 def runs_from_config(cfg: WorkflowConfig) -> dict[str, RunInfo]:
-    """RunInfo of every run of a validated workflow config."""
-    return {
-        name: RunInfo(run.arch, _benchmark(cfg, run.dataset), run.epochs, run.seed, run.seed_group)
-        for name, run in cfg.runs.items()
-    }
+    """RunInfo of every run of a validated workflow config, and of every test-time training row that answers another
+    dataset's tasks (`<run>@<dataset>`, plan.ttt_row): the run's arch and preset on that dataset's benchmark, so a
+    VARC or LoopViT run trained offline on the training tasks has its published figure beside its TTT row; such a row
+    is no seed of the run's group (seed and seed_group None: a group of its own)."""
+    infos = {}
+    for name, run in cfg.runs.items():
+        infos[name] = RunInfo(run.arch, _benchmark(cfg, run.dataset), run.epochs, run.seed, run.seed_group, run.preset)
+        row = plan.ttt_row(name, run) if run.ttt is not None else name
+        if row != name:
+            infos[row] = RunInfo(run.arch, _benchmark(cfg, run.answered_dataset), run.epochs, preset=run.preset)
+    return infos
 
 
 def load_report_inputs(

@@ -26,7 +26,7 @@ import pandas as pd
 
 from arcpipe.report.format import SELECTED_ON_TEST
 from arcpipe.report.load import STEP_TIME, RunInfo
-from arcpipe.report.tables import PUBLISHED
+from arcpipe.report.tables import published_figure
 
 if TYPE_CHECKING:
     from arcpipe.config import WorkflowConfig
@@ -78,7 +78,7 @@ def summary_table(
         run = str(compared["run"])
         config = cfg.runs.get(run)
         info = runs.get(run)
-        published = PUBLISHED.get((info.arch, info.benchmark)) if info and info.benchmark else None
+        published = published_figure(info)
         picked = selection[selection["run"] == run] if len(selection) else selection
         if len(picked):
             by_label = {label: row for label, row in zip(picked["checkpoint"], picked.to_dict("records"), strict=True)}

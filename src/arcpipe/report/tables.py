@@ -46,7 +46,23 @@ PUBLISHED: dict[tuple[str, str], Published] = {
     # VARC-ViT-18M, one test-time training per task (upstream's README: a run lands in 52-56 and 6-10)
     ("varc", "ARC-AGI-1"): Published(54.5, "pass@2", "VARC paper (ViT-18M)"),
     ("varc", "ARC-AGI-2"): Published(8.3, "pass@2", "VARC paper (ViT-18M)"),
+    # LoopViT-Large (18M; arcpipe's `large`/`arc` presets, the loopvit-arc1 run), one test-time training per task as
+    # VARC's (arXiv 2602.02156 and WenjieShu/LoopViT's README); LoopViT-Small's figure is in PUBLISHED_BY_PRESET
+    ("loopvit", "ARC-AGI-1"): Published(65.8, "pass@2", "LoopViT paper (LoopViT-Large, 18M)"),
 }
+# a figure that holds for one preset of an arch only, before PUBLISHED's figure for the arch (`published_figure`)
+PUBLISHED_BY_PRESET: dict[tuple[str, str, str], Published] = {
+    ("loopvit", "small", "ARC-AGI-1"): Published(60.1, "pass@2", "LoopViT paper (LoopViT-Small, 3.8M)"),
+}
+
+
+def published_figure(info: RunInfo | None) -> Published | None:
+    """The published figure beside a run's row: its preset's (PUBLISHED_BY_PRESET), else its arch's (PUBLISHED) on
+    the run's benchmark; None when the run's test set is no benchmark or nothing is published for it."""
+    if info is None or not info.benchmark:
+        return None
+    by_preset = PUBLISHED_BY_PRESET.get((info.arch, info.preset or "", info.benchmark))
+    return by_preset or PUBLISHED.get((info.arch, info.benchmark))
 
 
 def pass_ks(frame: pd.DataFrame) -> list[int]:
@@ -134,7 +150,7 @@ def comparison_table(evals: pd.DataFrame, runs: Mapping[str, RunInfo] | None = N
         info = runs.get(str(run))
         last = group.iloc[-1]
         best = group.loc[group[f"pass@{main_k}"].idxmax()] if f"pass@{main_k}" in group else last
-        published = PUBLISHED.get((info.arch, info.benchmark)) if info and info.benchmark else None
+        published = published_figure(info)
         row: dict[str, Any] = {
             "run": run,
             "arch": info.arch if info else "",
