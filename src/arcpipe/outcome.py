@@ -27,6 +27,7 @@ from arcpipe import paths
 from arcpipe.config import WorkflowConfig
 from arcpipe.gates import gate_status
 from arcpipe.plan import stop_records
+from arcpipe.report.load import STEP_TIME, TTT_SECONDS
 
 PREFIX = "arcpipe: "
 N_LAST_STEPS = 3  # training accuracy at the end: the mean of the last counted steps, as learning.csv's
@@ -199,7 +200,7 @@ def _learning_accuracy(path: Path) -> dict[str, float]:
 def _metrics_line(root: Path, run: str, cfg: WorkflowConfig, width: int) -> str:
     """A run's line from its own metrics (no report in this call): the last evaluation, training accuracy and
     GPU-hours as the report counts them (RunConfig.gpu_hours: step times x training GPUs + evaluation wall times x
-    evaluation GPUs)."""
+    evaluation GPUs + test-time training's jobs' times x their GPU)."""
     evaluations = sorted(
         (int(path.parent.name.removeprefix("epoch_")), json.loads(path.read_text()))
         for path in (root / paths.EVAL.format(run=run)).glob("epoch_*/metrics.json")
@@ -216,9 +217,11 @@ def _metrics_line(root: Path, run: str, cfg: WorkflowConfig, width: int) -> str:
     counted = [100 * r["train/accuracy"] for r in records if r.get("train/count", 0) > 0 and "train/accuracy" in r]
     accuracy = sum(counted[-N_LAST_STEPS:]) / len(counted[-N_LAST_STEPS:]) if counted else math.nan
     config = cfg.runs[run]
-    train_hours = sum(r.get("time/step_s", 0.0) for r in records) / 3600
+    train_hours = sum(r.get(STEP_TIME, 0.0) for r in records) / 3600
     eval_hours = sum(metrics.get("wall_time_s", 0.0) for _, metrics in evaluations) / 3600
-    gpu_hours = config.gpu_hours(train_hours, eval_hours)
+    ttt = root.glob(paths.TTT.format(run=run, epoch="*"))  # its test-time training's jobs, as the report counts them
+    ttt_hours = sum(json.loads(path.read_text()).get(TTT_SECONDS, 0.0) for path in ttt) / 3600
+    gpu_hours = config.gpu_hours(train_hours, eval_hours, ttt_hours)
     epoch, last = evaluations[-1] if evaluations else (math.nan, {})
     main = f"pass@{cfg.report.main_k}"
     return _run_line(run.ljust(width), _score(100 * last.get(main, math.nan), epoch), None, accuracy, gpu_hours)

@@ -387,13 +387,16 @@ def collect(
         evaluation.pass_ks,
     )
     stats = [task_stats for s in summaries for task_stats in s["stats"].values()]
+    task_seconds = [s["seconds"] + s.get("answer_seconds", 0.0) for s in stats]
     extra = {
         "ttt/steps_per_task": float(np.mean([s["steps"] for s in stats])) if stats else 0.0,
         "ttt/seconds_per_task": float(np.mean([s["seconds"] for s in stats])) if stats else 0.0,  # the fit's
         # the fit and the answers (a task answered by an earlier version of this code has no answer time)
-        "ttt/wall_seconds_per_task": float(np.mean([s["seconds"] + s.get("answer_seconds", 0.0) for s in stats]))
-        if stats
-        else 0.0,
+        "ttt/wall_seconds_per_task": float(np.mean(task_seconds)) if stats else 0.0,
+        # what the jobs spent, summed over every job file's tasks (a task kept from an attempt that was killed counts
+        # its own attempt's time): the test-time training's device time in what the run spent (report.load.TTT_SECONDS,
+        # summary.hours_spent); a job's start-up and loading are not recorded
+        "ttt/wall_seconds": float(np.sum(task_seconds)),
     }
     protocol = {
         **(info or {}),

@@ -33,6 +33,8 @@ ACCURACY = "train/accuracy"  # token accuracy of the rows that halted at the ste
 COUNT = "train/count"  # rows that halted at the step: 0 when nothing was measured
 STEP_TIME = "time/step_s"
 TRAIN_KEYS = (LOSS, ACCURACY, COUNT, STEP_TIME)
+# a test-time training evaluation's metric (eval/ttt.collect): its jobs' fits and answers, summed (summary.hours_spent)
+TTT_SECONDS = "ttt/wall_seconds"
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,12 @@ scored on every test task (comparison.csv) and there is no selected one.
 
 Hours are what the metrics recorded: training, the sum of every step's `time/step_s` (results/runs/{run}/metrics/,
 one record per optimizer step; start-up, compilation, checkpoint writes and queue waits not included); evaluation,
-each metrics.json's `wall_time_s`. GPU-hours weight each by the GPUs the job held (training: nodes x gpus_per_node,
-evaluation: the run's evaluation GPUs), by RunConfig.gpu_hours, the formula the forecast, the ablation table and the
-driver's last lines use too (`gpu_hours_spent`); cost = GPU-hours x `report.gpu_hour_price`. CPU jobs hold no GPU: 0.
+each metrics.json's `wall_time_s`; test-time training (`ttt:`), its evaluation's `ttt/wall_seconds` (TTT_SECONDS: its
+jobs' fits and answers, summed by eval/ttt.collect), counted to the run that trained it, also where it answers another
+dataset (a `<run>@<dataset>` row). GPU-hours weight each by the GPUs the job held (training: nodes x gpus_per_node,
+evaluation: the run's evaluation GPUs, test-time training: one of them at most), by RunConfig.gpu_hours, the formula
+the forecast, the ablation table and the driver's last lines use too (`gpu_hours_spent`); cost = GPU-hours x
+`report.gpu_hour_price`. CPU jobs hold no GPU: 0.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from arcpipe.report.format import SELECTED_ON_TEST
-from arcpipe.report.load import STEP_TIME, RunInfo
+from arcpipe.report.load import STEP_TIME, TTT_SECONDS, RunInfo
 from arcpipe.report.tables import published_figure
 
 if TYPE_CHECKING:
@@ -33,23 +36,31 @@ if TYPE_CHECKING:
 
 
 def hours_spent(evals: pd.DataFrame, step_times: pd.DataFrame) -> pd.DataFrame:
-    """Per run: training and evaluation hours recorded in the metrics (index: run). step_times: the time/step_s
-    curve of `load.read_train_curves`."""
+    """Per run: training, evaluation and test-time training hours recorded in the metrics (index: run; module
+    doc). step_times: the time/step_s curve of `load.read_train_curves`."""
     train = step_times.groupby("run")[STEP_TIME].sum() / 3600
     if len(evals) and "wall_time_s" in evals:
         evaluate = evals.groupby("run")["wall_time_s"].sum(min_count=0) / 3600
     else:
         evaluate = pd.Series(dtype=float)
-    frame = pd.DataFrame({"train_hours": train, "eval_hours": evaluate}).fillna(0.0)
+    if len(evals) and TTT_SECONDS in evals:  # the run before `@` (run names have none: arcpipe.names)
+        trained_by = evals["run"].astype(str).str.split("@").str[0].rename("run")
+        ttt = evals[TTT_SECONDS].groupby(trained_by).sum(min_count=0) / 3600
+    else:
+        ttt = pd.Series(dtype=float)
+    frame = pd.DataFrame({"train_hours": train, "eval_hours": evaluate, "ttt_hours": ttt}).fillna(0.0)
     frame.index.name = "run"
     return frame
 
 
 def gpu_hours_spent(cfg: WorkflowConfig, hours: pd.DataFrame) -> pd.Series:
     """Per run of `hours` (`hours_spent`'s frame): its GPU-hours, RunConfig.gpu_hours of its wall hours; 0 for a
-    row that is no run of the config (a test-time training row answering another dataset, `<run>@<dataset>`)."""
+    row that is no run of the config (a test-time training row answering another dataset, `<run>@<dataset>`: its
+    jobs' hours count to its run)."""
     spent = [
-        cfg.runs[run].gpu_hours(row["train_hours"], row["eval_hours"]) if run in cfg.runs else 0.0
+        cfg.runs[run].gpu_hours(row["train_hours"], row["eval_hours"], row.get("ttt_hours", 0.0))
+        if run in cfg.runs
+        else 0.0
         for run, row in hours.iterrows()
     ]
     return pd.Series(spent, index=hours.index, name="gpu_hours", dtype=float)
@@ -95,7 +106,8 @@ def summary_table(
             best_value = compared.get(f"best_{main} ({SELECTED_ON_TEST})", math.nan)
             selected_value, selected_epoch, best_epoch = math.nan, math.nan, compared.get("best_epoch", math.nan)
         train_gpus = config.train_gpus if config else 0
-        spent = hours.loc[run] if run in hours.index else pd.Series({"train_hours": 0.0, "eval_hours": 0.0})
+        nothing = pd.Series({"train_hours": 0.0, "eval_hours": 0.0, "ttt_hours": 0.0})
+        spent = hours.loc[run] if run in hours.index else nothing
         gpu_hours = gpu_hours_spent(cfg, pd.DataFrame([spent], index=[run])).iloc[0]
         row: dict[str, Any] = {
             "run": run,
@@ -114,7 +126,7 @@ def summary_table(
             "published_metric": published.metric if published else "",
             "last on published metric": compared.get("ours_on_published_metric", math.nan),
             "gpus": train_gpus,
-            "hours": spent["train_hours"] + spent["eval_hours"],
+            "hours": spent["train_hours"] + spent["eval_hours"] + spent.get("ttt_hours", 0.0),
             "gpu_hours": gpu_hours,
             "cost": gpu_hours * price,
         }
