@@ -11,7 +11,8 @@ sizes of upstream's builds, docs/reference/upstream-recursive.md 1.1 and 1.11). 
 batch through one ACT step: training FLOPs = steps x global_batch_size x models.flops.train_flops_per_example. Each
 evaluation runs every test row through all ACT steps forward; evaluations = checkpoints (+1 for
 evaluation.ensemble_last's averaged weights) x (1 + evaluation.controls), on evaluation.quick_puzzles' share of the test
-tasks when that is set.
+tasks when that is set. One checkpoint's evaluation job (its pass and its controls) at the rate the bill uses is
+Forecast.eval_job_hours: the time limit of every evaluation job on GPUs is sized from it (arcpipe.jobs).
 
 Throughput per GPU comes from a doctor record of the run on its GPU (results/doctor/<run>/<gpu>.json, in the form
 of arcpipe.gpus.doctor_record; eager steps, so a compiled run is faster than forecast) when one exists for the
