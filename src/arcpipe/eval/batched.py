@@ -1,4 +1,5 @@
-"""Test-time training of K tasks at once: one step advances K independent fits of the same canvas model (VARC).
+"""Test-time training of K tasks at once: one step advances K independent fits of the same canvas model (VARC's
+ViT and U-Net, LoopViT).
 
     fit_tasks(head, fits, cfg, tasks_per_step=8, on_done=answer)  # eval/ttt.run_job with ttt.tasks_per_step > 1
 
@@ -40,6 +41,7 @@ from torch.func import functional_call, vmap
 
 from arcpipe.config.runs import TTTConfig
 from arcpipe.data import canvas
+from arcpipe.models.loopvit import LoopOutput
 
 BETAS = (0.9, 0.999)  # ttt.fit's AdamW (upstream's), eps and weight decay as below
 EPS = 1e-8
@@ -155,7 +157,10 @@ def fit_tasks(
         lr = torch.tensor(rates, device=device, dtype=torch.float64)
         started = time.monotonic()
         losses = loss_fn(head, params, batch)  # (K,)
-        grads = torch.autograd.grad((losses / cfg.batch_size).sum(), list(params.values()))
+        grads = torch.autograd.grad((losses / cfg.batch_size).sum(), list(params.values()), allow_unused=True)
+        # a weight the loss does not use (LoopViT's exit gate in test-time training) gets a zero gradient: its
+        # moments stay 0 and the weight does not move, as torch's AdamW skips a parameter without a gradient
+        grads = tuple(torch.zeros_like(p) if g is None else g for g, p in zip(grads, params.values(), strict=True))
         update_fn(
             params, dict(zip(params, grads, strict=True)), exp_avg, exp_avg_sq, step_count, lr, active, cfg.grad_clip
         )
@@ -171,7 +176,13 @@ def fit_tasks(
 def batched_loss(head: torch.nn.Module, params: dict[str, Tensor], batch: dict[str, Tensor]) -> Tensor:
     """(K,) each task's loss on its batch, with its slice of `params` (K, ...): the head's loss (the batch's pixel
     mean times its rows, models/varc_head.VARCHead.step), the K forwards as one under vmap. batch: the head's keys,
-    each (K, B, ...)."""
+    each (K, B, ...). A LoopViT head must be in test-time training (`head.test_time`: no exit, no regularizer), the
+    loss its fit alone has."""
+    if getattr(head, "test_time", True) is False:  # LoopViT's head outside test-time training (models/loopvit_head)
+        raise ValueError(
+            "a batched fit is test-time training: set head.test_time = True (the pixel loss alone, no exit), as "
+            "ttt.run_job does; this head's training loss adds the exit and the gate regularizers"
+        )
     K, B = batch["inputs"].shape[:2]
     flat = {key: value.flatten(0, 1) for key, value in batch.items()}  # (K B, ...): placing needs no weights
     side = head.config.image_size
@@ -182,7 +193,8 @@ def batched_loss(head: torch.nn.Module, params: dict[str, Tensor], batch: dict[s
     inner = head.model.inner
 
     def one(p: dict[str, Tensor], x: Tensor, t: Tensor, m: Tensor) -> Tensor:
-        return functional_call(inner, p, (x, t, m))
+        out = functional_call(inner, p, (x, t, m))
+        return out.logits if isinstance(out, LoopOutput) else out  # LoopViT: its loop run through, no exit
 
     dtype = head.forward_dtype
     with torch.autocast(pixels.device.type, dtype=dtype, enabled=dtype != torch.float32):
