@@ -24,9 +24,10 @@ weights:
 A task's answers are written to `<out>.tasks/<task>.npz` as soon as it is done, with the key of what they depend on
 (the checkpoint's and the dataset's hashes, the recipe, the attempts), so a job killed after some of its tasks redoes
 only the others, and never reuses answers of other weights or settings; the job's file (`job_J.npz`: rows, answers,
-per-task statistics) comes last, and the task files go.
+per-task statistics; a LoopViT's also each answer's loop steps) comes last, and the task files go.
 `collect` votes over every job's answers and writes the evaluation files (metrics.json, submission.json,
-per_puzzle.csv, votes.npz) as an evaluation of the checkpoint does, with the protocol in `info.ttt`.
+per_puzzle.csv, votes.npz) as an evaluation of the checkpoint does, with the protocol in `info.ttt` (and, for LoopViT,
+per_puzzle.csv's mean_loop_steps).
 
 The training step is compiled as the run's other steps are (`compile` of the run; unset: on CUDA, not on CPU), once
 per job: every task of a job reuses the compiled step (the model and its fresh table are the step's inputs, not
@@ -67,7 +68,7 @@ from arcpipe.config.arch import VARC_ARCHS
 from arcpipe.config.runs import TTTConfig, compiles
 from arcpipe.data.dataset import example_puzzle_ids, identifiers_sha256, load_split
 from arcpipe.eval import batched
-from arcpipe.eval.evaluate import check_verified, evaluate_predictions
+from arcpipe.eval.evaluate import check_verified, evaluate_predictions, loop_steps_per_input
 from arcpipe.eval.infer import example_views, make_batch, predict, rows_of_tasks
 from arcpipe.eval.puzzles import load_identifiers, load_test_puzzles
 from arcpipe.eval.write import write_results
@@ -311,6 +312,8 @@ def run_job(
             assert answers is not None  # one process
             task_stats["answer_seconds"] = round(time.monotonic() - answering, 3)  # every view's attempts
             part = {"rows": answers.rows, "preds": answers.preds, "q_halt_logits": answers.q_halt_logits}
+            if answers.loop_steps is not None:  # a looped model's (LoopViT): each answer's loop steps
+                part["loop_steps"] = answers.loop_steps
             parts[task], stats[task] = part, task_stats
             done_dir.mkdir(parents=True, exist_ok=True)
             record = {**part, "stats": np.array(json.dumps(task_stats)), "key": np.array(key)}
@@ -335,6 +338,8 @@ def run_job(
                 ("q_halt_logits", (), np.float32),
             )
         }
+        if ordered and all("loop_steps" in p for p in ordered):  # a looped model's; a VARC job's file is as before
+            merged["loop_steps"] = np.concatenate([p["loop_steps"] for p in ordered])
         summary = {"job": job, "jobs": cfg.jobs, "tasks": tasks, "stats": stats, "ttt": cfg.model_dump(mode="json")}
         summary["model_step"] = model_step
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -360,12 +365,13 @@ def collect(
     identifiers = load_identifiers(dataset_dir / "identifiers.json")
     puzzles = load_test_puzzles(dataset_dir / "test_puzzles.json")
     example_ids = example_puzzle_ids(test)
-    rows, preds, q, summaries = [], [], [], []
+    rows, preds, q, loops, summaries = [], [], [], [], []
     for path in map(Path, job_files):
         with np.load(path) as part:
             rows.append(part["rows"])
             preds.append(part["preds"])
             q.append(part["q_halt_logits"])
+            loops.append(part["loop_steps"] if "loop_steps" in part.files else None)
             summaries.append(json.loads(str(part["summary"])))
     jobs = {s["jobs"] for s in summaries}
     covered = sorted(task for s in summaries for task in s["tasks"])
@@ -386,6 +392,13 @@ def collect(
         puzzles,
         evaluation.pass_ks,
     )
+    # a looped model's loop steps per test input (per_puzzle.csv's mean_loop_steps), when every job kept them
+    loop_steps = None
+    if loops and all(x is not None for x in loops):
+        row_steps = np.concatenate(loops)[order]
+        loop_steps = loop_steps_per_input(
+            np.asarray(test.inputs[all_rows]), row_steps, example_ids[all_rows], identifiers, puzzles
+        )
     stats = [task_stats for s in summaries for task_stats in s["stats"].values()]
     task_seconds = [s["seconds"] + s.get("answer_seconds", 0.0) for s in stats]
     extra = {
@@ -414,6 +427,7 @@ def collect(
         wall_time_s=time.perf_counter() - started,
         extra_metrics=extra,
         info=protocol,
+        loop_steps=loop_steps,
     )
 
 
@@ -470,7 +484,8 @@ def _read_task(path: Path, key: str) -> tuple[dict[str, np.ndarray], dict[str, A
         with np.load(path) as part:
             if str(part["key"]) != key:
                 return None
-            return {k: part[k] for k in ("rows", "preds", "q_halt_logits")}, json.loads(str(part["stats"]))
+            kept = ("rows", "preds", "q_halt_logits") + (("loop_steps",) if "loop_steps" in part.files else ())
+            return {k: part[k] for k in kept}, json.loads(str(part["stats"]))
     except (OSError, KeyError, ValueError):
         return None
 

@@ -118,3 +118,31 @@ def test_a_model_without_loop_steps_writes_the_table_as_before(tiny_dataset, tin
     evaluate_checkpoint(path, tiny_dataset, tmp_path / "out", CONFIG, device="cpu")
     header = (tmp_path / "out" / "per_puzzle.csv").read_text().splitlines()[0]
     assert header.endswith("label_rank,label_among_candidates")
+
+
+@pytest.mark.numeric
+def test_a_test_time_training_collection_writes_each_inputs_mean_loop_steps(tiny_dataset, tiny_checkpoint, tmp_path):
+    # LoopViT's published protocol: a ttt job keeps each answer's loop steps in its file, collect averages them per
+    # test input as arcpipe evaluate does. The fitted tasks' fresh task tokens move the gate: at bias -0.8 the
+    # answers exit at mixed steps (7 rows at 2, 5 at 3, measured), so a mean is told from a max or a shuffled row
+    from arcpipe.config.runs import TTTConfig
+    from arcpipe.eval import ttt
+
+    def gate(head: torch.nn.Module) -> None:
+        _mixed_gate(head)
+        head.model.inner.exit_gate[-1].bias.fill_(-0.8)
+
+    path = tiny_checkpoint(tmp_path / "loopvit.pt", tiny_dataset, arch="loopvit", edit=gate)
+    split, ids, identifiers, test = _rows_of(tiny_dataset)
+    cfg = TTTConfig(epochs=2, warmup_epochs=1, jobs=1)
+    job = tmp_path / "job_0.npz"
+    ttt.run_job(path, tiny_dataset, job, 0, cfg, CONFIG, device="cpu")
+    with np.load(job) as part:
+        job_rows, job_steps = part["rows"], part["loop_steps"]
+    assert job_steps.shape == job_rows.shape and set(np.unique(job_steps)) == {2, 3}
+    ttt.collect([job], tiny_dataset, tmp_path / "out", CONFIG)
+    table = pd.read_csv(tmp_path / "out" / "per_puzzle.csv")
+    assert list(table.columns)[-1] == "mean_loop_steps"
+    rows = assign_rows(split.inputs[job_rows], ids[job_rows], identifiers, test)
+    expected = [job_steps[rows.used[rows.group == test.pair_group[p]]].mean() for p in range(test.num_pairs)]
+    np.testing.assert_allclose(table["mean_loop_steps"].to_numpy(), expected, atol=1e-6)
