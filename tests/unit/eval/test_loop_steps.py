@@ -1,5 +1,6 @@
 """LoopViT's loop steps through an evaluation: infer.predict keeps each row's, per_puzzle.csv gets their mean per test
-input (`mean_loop_steps`), and only for a model that reports loop steps (a VARC or TRM table stays as it was)."""
+input (`mean_loop_steps`), from `arcpipe evaluate` and from a test-time training collection, and only for a model
+that reports loop steps (a VARC or TRM table stays as it was)."""
 
 from __future__ import annotations
 
