@@ -3,7 +3,7 @@ the per-checkpoint evaluation and the test-time training jobs. Pure functions of
 the run's doctor record (the forecast's inputs): the Snakefile calls them at plan time, so nothing here imports
 torch.
 
-    resources = evaluation_resources(cfg, run_name, Path("results"))   # gpu, mem_mb, shm_mb, runtime
+    resources = evaluation_resources(cfg, run_name, Path(paths.RESULTS))   # gpu, mem_mb, shm_mb, runtime
     device    = device_flag(run, gpus)                                 # "--device cuda" or "--device cpu"
 
 Rules of thumb, each a documented default a run can override (docs/configuration.md, "Per-run resources"):
@@ -24,7 +24,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from arcpipe import forecast
+from arcpipe import forecast, paths
 from arcpipe.config import DatasetConfig, RunConfig, WorkflowConfig
 
 EVAL_ROW_STEPS_PER_S_CPU = 20.0  # test rows x ACT steps per second of one CPU evaluation job
@@ -84,7 +84,7 @@ def evaluation_runtime(cfg: WorkflowConfig, name: str, results: Path) -> int:
         return run.eval_runtime_minutes
     if run.evaluation_gpus and not run.simulate_gpus:
         return limit_minutes(run_forecast(cfg, name, results).eval_job_hours)
-    rows = test_rows(cfg.datasets[run.dataset], results / "data" / run.dataset)
+    rows = test_rows(cfg.datasets[run.dataset], paths.under(results, paths.DATA, dataset=run.dataset))
     steps = int(run.arch_overrides.get("halt_max_steps", DEFAULT_ACT_STEPS))
     # varc: one forward pass per answer and `evaluation.canvas_attempts` answers per row (10 by default), each
     # cheaper than one ACT step of a 512-wide TRM (10 layers once against 2 layers 15 times): 16 bounds it
