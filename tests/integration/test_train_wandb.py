@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
+import wandb
 from wandb.proto import wandb_internal_pb2 as pb
 
 from arcpipe.train.tracking import log_ablation, wandb_run_id
@@ -66,6 +67,10 @@ def test_a_sweeps_ablation_table_goes_to_wandb_beside_its_arms(tmp_path: Path, m
     assert not log_ablation("lr", {"wandb": "disabled"}, table, None, tmp_path / "off")
     assert not (tmp_path / "off").exists()
     assert log_ablation("lr", {"wandb": "offline", "wandb_project": "p"}, table, None, tmp_path / "on")
+    # the run's records reach the file from W&B's service process, which may still be writing when finish()
+    # returns (in one of three runs here the file held its 7-byte header alone); a job's process flushes them at
+    # exit (W&B's teardown), as this does
+    wandb.teardown()
     (fragment,) = (tmp_path / "on").glob(f"wandb/offline-run-*-{wandb_run_id('sweep-lr-ablation')}/run-*.wandb")
     records = list(_records(fragment.read_bytes()))
     run = next(r.run for r in records if r.WhichOneof("record_type") == "run")
