@@ -152,7 +152,40 @@ class TransformerConfig(CoreConfig):
 VARC_MIN_IMAGE_SIZE = 32  # a 30x30 grid in the interior (image_size - 2), its border in the last row and column
 
 
-class VARCConfig(BaseModel):
+class PatchCanvas:
+    """What a patch-token model on the canvas derives from its fields (embed_dim, num_heads, image_size,
+    patch_size): VARC's ViT and LoopViT."""
+
+    embed_dim: int
+    num_heads: int
+    image_size: int
+    patch_size: int
+
+    @property
+    def hidden_size(self) -> int:
+        """embed_dim, under the name code common to every arch reads."""
+        return self.embed_dim
+
+    @property
+    def head_dim(self) -> int:
+        return self.embed_dim // self.num_heads
+
+    @property
+    def grid_side(self) -> int:
+        """Patches along a side of the canvas: image_size // patch_size."""
+        return self.image_size // self.patch_size
+
+    @property
+    def num_patches(self) -> int:
+        """Patch tokens (the sequence is these plus the task token)."""
+        return self.grid_side**2
+
+    @property
+    def loss_type(self) -> str:
+        return "softmax_cross_entropy"  # per-pixel cross entropy (upstream-varc.md 2.8)
+
+
+class VARCConfig(PatchCanvas, BaseModel):
     """VARC-ViT (upstream-varc.md section 2), under upstream's argument names: a post-norm ViT over a square canvas
     of `image_size` pixels cut into `patch_size` patches, one task token, one forward pass (no ACT)."""
 
@@ -188,29 +221,6 @@ class VARCConfig(BaseModel):
         if problems:
             raise ValueError("; ".join(problems))
         return self
-
-    @property
-    def hidden_size(self) -> int:
-        """embed_dim, under the name code common to every arch reads."""
-        return self.embed_dim
-
-    @property
-    def head_dim(self) -> int:
-        return self.embed_dim // self.num_heads
-
-    @property
-    def grid_side(self) -> int:
-        """Patches along a side of the canvas: image_size // patch_size."""
-        return self.image_size // self.patch_size
-
-    @property
-    def num_patches(self) -> int:
-        """Patch tokens (the sequence is these plus the task token)."""
-        return self.grid_side**2
-
-    @property
-    def loss_type(self) -> str:
-        return "softmax_cross_entropy"  # per-pixel cross entropy (upstream-varc.md 2.8)
 
     @property
     def halt_max_steps(self) -> int:
@@ -280,7 +290,7 @@ class VARCUNetConfig(BaseModel):
         return 1  # one forward pass: no ACT
 
 
-class LoopViTConfig(BaseModel):
+class LoopViTConfig(PatchCanvas, BaseModel):
     """LoopViT ("Scaling Visual ARC with Looped Transformers", WenjieShu/LoopViT), under upstream's argument names:
     VARC's canvas, task token, embeddings and head around one weight-tied core of `loop_core_depth` layers applied
     `max_loop_steps` times, with a learned step embedding before each pass and an exit gate on the task token.
@@ -339,26 +349,6 @@ class LoopViTConfig(BaseModel):
             mlp_dim=self.mlp_dim,
             dropout=self.dropout,
         )
-
-    @property
-    def hidden_size(self) -> int:
-        return self.embed_dim
-
-    @property
-    def head_dim(self) -> int:
-        return self.embed_dim // self.num_heads
-
-    @property
-    def grid_side(self) -> int:
-        return self.image_size // self.patch_size
-
-    @property
-    def num_patches(self) -> int:
-        return self.grid_side**2
-
-    @property
-    def loss_type(self) -> str:
-        return "softmax_cross_entropy"
 
     @property
     def halt_max_steps(self) -> int:
