@@ -22,35 +22,14 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-import traceback
 
 import torch
 from torch._dynamo.testing import CompileCounterWithBackend
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from arcpipe.models.registry import PRESETS, build_model, make_arch_config
+from arcpipe.models.syncs import HostSyncGuard
 from arcpipe.optim import EMA, make_optimizers
 from arcpipe.optim.signsgd import sparse_sign_update_
-
-SYNC_OPS = {"_local_scalar_dense", "nonzero", "_unique2", "unique_dim", "unique_consecutive", "masked_select"}
-
-
-class HostSyncs(TorchDispatchMode):
-    """Records host-sync ops (tests/unit/models/test_graphs.py has the full guard, `.tolist()` included)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.seen: list[str] = []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-        name = func.overloadpacket.__name__
-        bool_index = name in ("index", "index_put", "index_put_") and any(
-            isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in (args[1] or ())
-        )
-        if name in SYNC_OPS or bool_index:
-            files = [f.filename for f in traceback.extract_stack() if "/arcpipe/" in f.filename]
-            self.seen.append(f"{name}@{files[-1].rsplit('/', 1)[-1] if files else '?'}")
-        return func(*args, **(kwargs or {}))
 
 
 def main() -> None:
@@ -159,9 +138,9 @@ def _measure(arch: str, args: argparse.Namespace) -> dict[str, str]:
         ema.update()
 
     train_step()  # warm-up
-    with HostSyncs() as guard:
+    with HostSyncGuard().active() as guard:
         train_step()
-    train_ops = guard.seen
+    train_ops = guard.named()
     train_ms = _median_ms(train_step, args.repeats)
 
     head.eval()
@@ -172,10 +151,10 @@ def _measure(arch: str, args: argparse.Namespace) -> dict[str, str]:
         ecarry, *_ = head.step(ecarry, eb)
 
     with torch.no_grad():
-        with HostSyncs() as guard:
+        with HostSyncGuard().active() as guard:
             eval_step()
         eval_syncs = len(guard.seen)
-        with HostSyncs() as guard:
+        with HostSyncGuard().active() as guard:
             head(head.initial_carry(eb), eb)
         fwd_syncs = len(guard.seen)
         eval_ms = _median_ms(eval_step, args.repeats)

@@ -24,13 +24,13 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from arcpipe.config.arch import make_arch_config
 from arcpipe.config.runs import TTTConfig
 from arcpipe.data.augment import to_canvas
 from arcpipe.eval import batched, ttt
 from arcpipe.models.registry import build_model
+from arcpipe.models.syncs import HostSyncGuard
 
 pytestmark = pytest.mark.numeric
 
@@ -233,31 +233,11 @@ def test_the_batched_step_is_one_graph_each_and_makes_no_host_sync() -> None:
     explained = torch._dynamo.explain(batched.adamw_update)(params, grads, *moments, *state, active, 1.0)
     assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
 
-    with HostSyncs() as syncs:
+    with HostSyncGuard().active() as syncs:
         losses = batched.batched_loss(head, params, batch)
         grads = dict(zip(params, torch.autograd.grad(losses.sum(), list(params.values())), strict=True))
         batched.adamw_update(params, grads, *moments, *state, active, cfg.grad_clip)
     assert syncs.seen == []
-
-
-class HostSyncs(TorchDispatchMode):
-    """The ops that need a tensor's value on the host, or have a data-dependent size (test_graphs' HostSyncGuard's
-    list, without its sources)."""
-
-    OPS = {"_local_scalar_dense", "nonzero", "_unique2", "unique_dim", "unique_consecutive", "masked_select"}
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.seen: list[str] = []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-        name = func.overloadpacket.__name__
-        bool_index = name in ("index", "index_put", "index_put_") and any(
-            isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in (args[1] or ())
-        )
-        if name in self.OPS or bool_index:
-            self.seen.append(name)
-        return func(*args, **(kwargs or {}))
 
 
 def test_the_unet_batched_loss_and_gradients_are_each_task_own() -> None:

@@ -11,7 +11,7 @@
   ulps is a real difference); halted flags and step counts exactly;
 * host syncs: one training step (two micro-batches' forward, loss and backward, then SparseSignSGD, AdamATan2
   or Muon, EMA: train/loop.py's train_step without the metric logging, which is the one place its numbers reach
-  the host) and the evaluation step run under `HostSyncGuard`, which records every `.item()`, `bool(tensor)`,
+  the host) and the evaluation step run under `HostSyncGuard` (arcpipe.models.syncs), which records every `.item()`, `bool(tensor)`,
   `.tolist()`, `.numpy()`, `nonzero`, boolean-mask index and `unique`. Neither makes one (`PINNED_TRAIN_SYNCS`,
   empty, is where a deliberate one would be listed with its reason);
 * evaluation runs exactly halt_max_steps ACT steps with no host read of the halted flags: every row is halted then,
@@ -22,10 +22,8 @@ Sizes: batch 2, sequence 16 (the models do not depend on 900), so the whole file
 
 from __future__ import annotations
 
-import contextlib
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -33,10 +31,10 @@ import pytest
 import torch
 from modelkit import ARCHS, make_batch, preset_head, tiny_head
 from torch._dynamo.testing import CompileCounterWithBackend
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from arcpipe.config.arch import PRESETS, VARC_ARCHS
 from arcpipe.eval.infer import predict
+from arcpipe.models.syncs import HostSyncGuard
 from arcpipe.optim import EMA, make_optimizers
 from arcpipe.train.distributed import DistEnv
 
@@ -47,57 +45,6 @@ RTOL, ATOL = 1e-5, 1e-6
 # SparseSignSGD used to sum the gradient rows per puzzle id with torch.unique, whose output size depends on the ids
 # (a host sync on CUDA); it now sums them with a sort and fixed-size segment sums (optim/signsgd.py).
 PINNED_TRAIN_SYNCS: set[tuple[str, str]] = set()
-SYNC_OPS = {"_local_scalar_dense", "nonzero", "_unique2", "unique_dim", "unique_consecutive", "masked_select"}
-
-
-class HostSyncGuard(TorchDispatchMode):
-    """Records the ops that need a tensor's value on the host (or a data-dependent size) and where they came from.
-
-    `.item()`, `bool(t)`, `int(t)`, `float(t)` dispatch `aten._local_scalar_dense`; `nonzero`, `unique` and
-    `masked_select` have data-dependent sizes; an index with a bool mask calls nonzero inside its kernel (seen here
-    as aten.index / index_put with a bool index). `.tolist()` and `.numpy()` dispatch nothing: patched while active.
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.seen: list[tuple[str, str]] = []
-
-    def _record(self, name: str) -> None:
-        import traceback
-
-        files = [f.filename for f in traceback.extract_stack() if "/arcpipe/" in f.filename]
-        self.seen.append((name, files[-1].rsplit("/", 1)[-1] if files else "?"))
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-        name = func.overloadpacket.__name__
-        if name in SYNC_OPS:
-            self._record(f"aten.{name}")
-        elif name in ("index", "index_put", "index_put_") and any(
-            isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in (args[1] or ())
-        ):
-            self._record(f"aten.{name} with a bool mask")
-        return func(*args, **(kwargs or {}))
-
-    @contextlib.contextmanager
-    def active(self) -> Iterator[HostSyncGuard]:
-        def refuse(name: str):  # type: ignore[no-untyped-def]
-            original = getattr(torch.Tensor, name)
-
-            def wrapper(t, *a, **k):  # type: ignore[no-untyped-def]
-                self._record(f"Tensor.{name}")
-                return original(t, *a, **k)
-
-            return original, wrapper
-
-        patched = {name: refuse(name) for name in ("tolist", "numpy")}
-        try:
-            for name, (_, wrapper) in patched.items():
-                setattr(torch.Tensor, name, wrapper)
-            with self:
-                yield self
-        finally:
-            for name, (original, _) in patched.items():
-                setattr(torch.Tensor, name, original)
 
 
 def _train_batch(seed: int) -> dict[str, torch.Tensor]:
