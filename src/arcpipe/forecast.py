@@ -533,7 +533,7 @@ def halving_line(cfg: WorkflowConfig, sweep: str, arms: dict[str, list[str]], re
 
     kept = [len(arms)]
     for _ in halving.rungs:
-        kept.append(math.ceil(kept[-1] / halving.eta))
+        kept.append(halving.kept(kept[-1]))
     # the arm at position i of an order (those going on first) stops at the first rung that keeps fewer than i + 1
     stop = [next((r for r, k in zip(halving.rungs, kept[1:], strict=True) if i >= k), epochs) for i in range(len(arms))]
     full = {arm: to(names, epochs) for arm, names in arms.items()}

@@ -14,7 +14,6 @@ why; arcpipe.plan reads `kept`, and an arm that is not kept ends at the rung as 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,10 +26,10 @@ from arcpipe.report.load import read_per_puzzle
 from arcpipe.stopping import boundary_score
 
 
-def rank_arms(scores: Mapping[str, float], eta: int) -> tuple[list[str], dict[str, int]]:
-    """(kept arms, arm -> rank from 1): by score, highest first, ties in the mapping's order; ceil(n / eta) kept."""
+def rank_arms(scores: Mapping[str, float], halving: HalvingConfig) -> tuple[list[str], dict[str, int]]:
+    """(kept arms, arm -> rank from 1): by score, highest first, ties in the mapping's order; `halving.kept` kept."""
     order = sorted(scores, key=lambda arm: (-scores[arm], list(scores).index(arm)))
-    keep = max(1, math.ceil(len(order) / eta))
+    keep = halving.kept(len(order))
     return order[:keep], {arm: i + 1 for i, arm in enumerate(order)}
 
 
@@ -59,7 +58,7 @@ def decide_rung(
         tasks = score.tasks
     order = [arm for arm in _grid_order(cfg, sweep) if arm in arms]
     means = {arm: sum(arms[arm].values()) / len(arms[arm]) for arm in order}
-    kept, ranks = rank_arms(means, halving.eta)
+    kept, ranks = rank_arms(means, halving)
     record = rung_record(sweep, epoch, halving, means, {a: sorted(arms[a]) for a in order}, kept, ranks, tasks)
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     atomic_write_many(Path(out).parent, {Path(out).name: (json.dumps(record, indent=2) + "\n").encode()})

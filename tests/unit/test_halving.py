@@ -30,12 +30,15 @@ def _config(halving: dict | None = None, **base: object) -> dict:
 
 
 def test_rank_arms_keeps_the_best_ceil_n_over_eta_ties_in_grid_order() -> None:
-    assert rank_arms({"a": 0.1, "b": 0.3, "c": 0.3}, 2) == (["b", "c"], {"b": 1, "c": 2, "a": 3})
-    assert rank_arms({"a": 0.0, "b": 0.0, "c": 0.0, "d": 0.0, "e": 0.0}, 3) == (
+    def eta(n: int) -> HalvingConfig:
+        return HalvingConfig(rungs=[2], eta=n)
+
+    assert rank_arms({"a": 0.1, "b": 0.3, "c": 0.3}, eta(2)) == (["b", "c"], {"b": 1, "c": 2, "a": 3})
+    assert rank_arms({"a": 0.0, "b": 0.0, "c": 0.0, "d": 0.0, "e": 0.0}, eta(3)) == (
         ["a", "b"],
         dict(a=1, b=2, c=3, d=4, e=5),
     )
-    assert rank_arms({"a": 0.5}, 2) == (["a"], {"a": 1})  # at least one arm goes on
+    assert rank_arms({"a": 0.5}, eta(2)) == (["a"], {"a": 1})  # at least one arm goes on
 
 
 def test_each_arm_waits_on_the_rung_and_one_it_does_not_keep_ends_there() -> None:

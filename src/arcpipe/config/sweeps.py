@@ -19,6 +19,7 @@ expands sweeps before seeds, so every later check and every job sees only ordina
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Collection, Mapping
 from typing import Any, get_args
 
@@ -49,6 +50,11 @@ class HalvingConfig(Strict):
     rungs: list[StrictInt] = Field(min_length=1)  # epochs, ascending; each a segment end before the last epoch
     eta: int = Field(default=2, ge=2)  # keep the best 1/eta of the arms at each rung (at least one)
     metric: Metric = "pass@2"  # a pass@K of evaluation.pass_ks, or cell_accuracy (dense: early rungs rank apart)
+
+    def kept(self, arms: int) -> int:
+        """How many of `arms` arms a rung keeps: ceil(arms / eta), at least one (the rung's decision, halving.py,
+        and the forecast's bill, forecast.py, both ask this)."""
+        return max(1, math.ceil(arms / self.eta))
 
 
 class SweepConfig(Strict):
