@@ -9,5 +9,6 @@ One module per part, each importing only those above it in this list:
     seeds.py      pass@K over seeds
     selection.py  checkpoint selection on held-out test tasks
     summary.py    the page the HTML report opens on, from the comparison and selection tables
+    answers.py    what each evaluation answered: a page per task, the task-by-run index, the folder's front page
     render.py     reads once, builds each table once, writes every file: the rules' and the CLI's entry points
 """
