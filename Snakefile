@@ -117,6 +117,7 @@ for target in CFG.sweep_targets:
 rule report:
     input:
         REPORT,
+        TASK_PAGES,  # rules/report.smk: a page per task, the task index and the front page
 
 
 rule kaggle:

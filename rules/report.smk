@@ -21,6 +21,47 @@ rule render_report:
         "../workflow/scripts/render_report.py"
 
 
+# a page per task of every evaluation in the report and the task-by-run index (report/answers.py), in the Snakemake
+# report under "tasks"; and the report folder's front page; rebuilt when an evaluation changes. Part of the `report`
+# target (Snakefile), not of `smoke`'s files.
+rule render_task_pages:
+    input:
+        metrics=ask.task_page_evaluations,  # arcpipe.rule_inputs: the report's evaluations and ensembles
+        datasets=ask.answered_datasets_for_report,  # their demonstrations (test_puzzles.json)
+        # what the front page links: render_report's tables and plots, pool_votes's table (report/answers.py)
+        tables=[
+            f"{paths.REPORT}/{t}.{x}"
+            for t in REPORT_TABLES
+            for x in ("html", "md", "csv")
+        ],
+        pooled=[
+            paths.pooled_html(paths.REPORT),
+            *paths.pooled_report(paths.REPORT).values(),
+        ],
+        plots=[f"{paths.REPORT}/{stem}.png" for stem in REPORT_PLOTS],
+    output:
+        pages=report(
+            directory(paths.REPORT_TASKS),
+            htmlindex="index.html",
+            caption="../workflow/report/tasks.rst",
+            category="tasks",
+        ),
+        front=paths.REPORT_FRONT,
+    log:
+        "logs/render_task_pages/report.log",
+    conda:
+        "../envs/arcpipe.yaml"
+    resources:
+        mem_mb=4000,
+        runtime=30,
+    script:
+        "../workflow/scripts/render_task_pages.py"
+
+
+# the `report` target's files beyond REPORT (Snakefile)
+TASK_PAGES = [paths.REPORT_TASKS, paths.REPORT_FRONT]
+
+
 rule pool_votes:
     input:
         votes=ask.evaluation_votes_for_report,

@@ -511,6 +511,13 @@ def _add_eval(stages: argparse._SubParsersAction) -> None:
     report.add_argument("--train-metrics", type=Path, nargs="*", default=[], help="results/runs/<run>/metrics/*.jsonl")
     report.add_argument("--votes", type=Path, nargs="*", default=[], help="votes.npz files for the pooled table")
     report.add_argument("--config", type=Path, help="workflow config: runs (progress, published numbers), main K")
+    report.add_argument(
+        "--datasets",
+        type=Path,
+        nargs="*",
+        default=[],
+        help="built datasets (results/data/<name>) whose tasks the task pages draw; default: each evaluation's own",
+    )
     report.set_defaults(handler=_eval_report)
 
 
@@ -583,16 +590,21 @@ def _eval_predict(args: argparse.Namespace) -> int:
 
 def _eval_report(args: argparse.Namespace) -> int:
     from arcpipe.config import load_config
+    from arcpipe.report.answers import write_report_pages
     from arcpipe.report.load import runs_from_config
     from arcpipe.report.render import render_pooled, render_report
 
     cfg = load_config(args.config) if args.config else None
     runs = runs_from_config(cfg) if cfg else None
-    render_report(args.out, args.metrics, args.train_metrics, None, runs, cfg.report.main_k if cfg else 2)
+    main_k = cfg.report.main_k if cfg else 2
+    written = render_report(args.out, args.metrics, args.train_metrics, None, runs, main_k)
     if args.votes:
         ks = cfg.evaluation.pass_ks if cfg else None
         render_pooled(args.out / "pooled.csv", args.out / "pooled.md", args.votes, ks)
-    print(f"report written to {args.out}")
+        written += [args.out / f"pooled.{ext}" for ext in ("csv", "md", "html")]
+    # a page per task, the task index (tasks/index.html) and the folder's front page (index.html)
+    write_report_pages(args.out, args.metrics, args.datasets, written, main_k)
+    print(f"report written to {args.out} (open {args.out / 'index.html'})")
     return 0
 
 

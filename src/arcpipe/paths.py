@@ -66,6 +66,8 @@ ARCHIVE = "results/archive/{name}"  # `arcpipe run archive`: a run's training an
 REPORT = "results/report"
 FULL_REPORT = REPORT + "/full"  # the `full` target's runs
 SWEEP_REPORT = REPORT + "/sweeps/{sweep}"
+REPORT_FRONT = REPORT + "/index.html"  # the report folder's front page: every table linked, every plot in place
+REPORT_TASKS = REPORT + "/tasks"  # a page per task and the task-by-run index.html (report/answers.py)
 
 
 def under(results: str | Path, pattern: str, **where: object) -> Path:

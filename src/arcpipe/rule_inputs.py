@@ -387,6 +387,19 @@ class RuleInputs:
             {paths.DATA_VERIFIED.format(dataset=self.cfg.runs[run].dataset) for run, _ in self.report_boundaries()}
         )
 
+    def task_page_evaluations(self, wildcards):
+        """The evaluations the per-task pages show (rule render_task_pages, report/answers.columns_of picks its
+        columns): every full evaluation in the report, its runs' test-time training, checkpoint ensembles and
+        ensembles of runs."""
+        return self.evaluations_for_report(wildcards) + self.ensembles_for_report(wildcards)
+
+    def answered_datasets_for_report(self, wildcards):
+        """The verify.json of every dataset whose tasks the report's runs answer: each run's own and the one its
+        test-time training answers (the per-task pages draw their demonstrations)."""
+        runs = {run for run, _ in self.report_boundaries()}
+        names = {self.cfg.runs[run].dataset for run in runs} | {self.cfg.runs[run].answered_dataset for run in runs}
+        return sorted(paths.DATA_VERIFIED.format(dataset=name) for name in names)
+
     def eval_resource(self, name):
         """A resource of a run's evaluation job (arcpipe.jobs.evaluation_resources): GPUs, memory, and a time limit
         from the forecast's cost of the evaluation."""

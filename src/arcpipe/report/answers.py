@@ -1,5 +1,6 @@
 """What each evaluation answered, task by task: one static HTML page per task and a task-by-run index.
 
+    write_report_pages(report_dir, metrics_paths, dataset_dirs, files)   # tasks/ and the front page: rule and CLI
     write_task_pages(out_dir, metrics_paths, dataset_dirs, main_k=2)   # out_dir/index.html + one page per task
     write_front_page(report_dir, files)                                  # report_dir/index.html: tables, plots, tasks
     grids_on_page(html_text)                                             # [(title, grid)] of every grid drawn
@@ -47,6 +48,7 @@ CANDIDATES_DRAWN = 3  # candidates drawn per test input and evaluation (pass@2's
 CANDIDATES_LISTED = 5  # candidates whose votes are listed
 CELL = 12  # pixels per cell on the page
 INDEX = "index.html"
+TASKS = Path(paths.REPORT_TASKS).relative_to(paths.REPORT).as_posix()  # the pages' folder in a report folder
 
 # a task's status in one evaluation, its mark and what it means (the index's legend)
 STATUSES = {
@@ -599,3 +601,18 @@ def _fit_losses(folder: Path, problems: list[str]) -> dict[str, float]:
             if isinstance(stats, dict) and stats.get("last_loss") is not None:
                 losses[task] = float(stats["last_loss"])
     return losses
+
+
+def write_report_pages(
+    report_dir: str | Path,
+    metrics_paths: Sequence[str | Path],
+    dataset_dirs: Sequence[str | Path],
+    files: Sequence[str | Path],
+    main_k: int = 2,
+) -> list[Path]:
+    """The task pages in report_dir/tasks/ (`write_task_pages`) and report_dir/index.html, the front page that links
+    `files` (the report's tables and plots, `write_front_page`) and the task index: rule render_task_pages and
+    `arcpipe report`. The files written, the front page last."""
+    report_dir = Path(report_dir)
+    written = write_task_pages(report_dir / TASKS, metrics_paths, dataset_dirs, main_k)
+    return [*written, write_front_page(report_dir, files, written[0])]

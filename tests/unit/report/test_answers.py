@@ -197,3 +197,17 @@ def test_loop_steps_and_a_test_time_trainings_fit_loss_are_shown_where_recorded(
     aaa, bbb = (out / "aaa.html").read_text(), (out / "bbb.html").read_text()
     assert "mean loop steps 3.50" in aaa and "test-time training's last fit loss 0.1250" in aaa
     assert "mean loop steps 2.25" in bbb and "fit loss" not in bbb and bbb.count("mean loop steps") == 1
+
+
+def test_arcpipe_report_writes_the_tables_the_task_pages_and_a_front_page_linking_them(results, tmp_path):
+    from arcpipe.cli import main
+
+    data, metrics = results
+    out = tmp_path / "report"
+    args = ["report", "--out", str(out), "--metrics", *map(str, metrics), "--datasets", str(data)]
+    args += ["--votes", str(metrics[0].parent / "votes.npz"), str(metrics[1].parent / "votes.npz")]
+    assert main(args) == 0
+    front = (out / "index.html").read_text()
+    assert '<a href="tasks/index.html">' in front and '<a href="passk.html">passk</a>' in front
+    assert '<a href="pooled.html">pooled</a>' in front and '<img src="passk_vs_step.png"' in front
+    assert (out / "tasks/aaa.html").is_file() and "run-b/epoch_4" in (out / "tasks/index.html").read_text()
