@@ -3,6 +3,10 @@ configuration, several seeds each, with an equivalence test on the final figures
 
     python benchmarks/learning_parity.py --trm TRM --adam-atan2 SDIST [--seeds 0 1 2] [--epochs 80]
         [--eval-interval 20] [--arcpipe-epochs EPOCHS INTERVAL] [--work DIR] [--out benchmarks/learning_parity]
+    PYTHONPATH=TIMM_DIR python benchmarks/learning_parity.py --varc VARC [--seeds 0 1 2] [--work DIR]
+
+VARC's side (`--varc`, upstream's `offline_train_ARC.py`): benchmarks/learning_parity_varc.py, which says what it
+runs; it shares this file's seed loop, arcpipe worker, equivalence tests and JSON. The rest of this page is TRM's.
 
 TRM is a scratch checkout of upstream TinyRecursiveModels (outside this repository) and SDIST the unpacked source
 distribution of adam-atan2 0.0.3; upstream's extra dependencies (hydra-core, omegaconf, coolname, argdantic) must
@@ -53,7 +57,7 @@ rule is the one upstream's evaluator applies).
 Writes `--out`_trm.json (curves per seed and side, finals, tests) and `--out`_trm.png (both sides' mean curves with
 min-max seed bands).
 
-TRM only so far (VARC, HRM and URM not written yet). At the default 155 steps (about 45 minutes for 3 seeds on the
+TRM and VARC so far (HRM and URM not written yet). At the default 155 steps (about 45 minutes for 3 seeds on the
 shared 2-core VM) the loss and training accuracy move, but the test figures barely leave the trivial level and
 pass@K stays at 0 on both sides (benchmarks/RESULTS.md); where the CPU allows, run longer (for example `--epochs 480
 --eval-interval 120`, about 930 steps; adapt.py --recall's run of this model solves one of these 8 test tasks

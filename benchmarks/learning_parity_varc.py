@@ -40,18 +40,24 @@ one has 0.2M).
 * arcpipe: `Trainer.train_until` to each evaluation boundary, then `evaluate_checkpoint` on the boundary's
   checkpoint (learning_parity.py's arcpipe worker with VARC's run config).
 
-Both sides' held-out figures are arcpipe's evaluator's: pixel (token) accuracy of the test canvases, exact
-accuracy, pass@1 and pass@2 with VARC's attempts (one view per test input, since the dataset has num_aug 0;
-`canvas_attempts` 10 answers per input, each at its own random scale and offset, voted: upstream's `--num-attempts`
-of its test-time evaluator; its offline evaluator has no pass@2). Upstream's own single-view exact accuracy is
-plotted beside them (upstream's side only).
+Both sides' checkpoints are scored by both evaluators:
+
+* arcpipe's (`arcpipe evaluate`): pixel (token) accuracy of the test canvases, exact accuracy, pass@1 and pass@2
+  with VARC's attempts: one view per test input (the dataset has num_aug 0), `canvas_attempts` 10 answers per input,
+  each at its own random scale and offset, voted (upstream's `--num-attempts` of its test-time evaluator; its
+  offline evaluator has no pass@2);
+* upstream's own offline `evaluate` (single view, scale 2, offset 1, one answer per test pair): the held-out
+  per-pixel loss and exact accuracy (`own_loss`, `own_exact_accuracy`). Upstream's side reports it in its run;
+  arcpipe's checkpoints are loaded into upstream's model (task rows by name) after each seed. The round trip is
+  checked at every evaluation: upstream's checkpoints, imported by arcpipe and loaded back the same way, give
+  upstream's in-run figures exactly (`round_trip_equal`).
 
 **Equivalence**: MARGINS below, fixed before the run, as learning_parity.py's (two one-sided Welch t-tests, alpha
-0.05) on the final training loss and pixel accuracy (mean of the last TAIL steps) and the last evaluation's test
-pixel accuracy, exact accuracy, pass@1 and pass@2.
+0.05) on the final training loss and pixel accuracy (mean of the last TAIL steps) and the last evaluation's
+figures of both evaluators.
 
-Writes `--out`_varc.json and `--out`_varc.png; the JSON says what else ran on the machine (load average at each
-seed's start and end).
+Writes `--out`_varc.json and `--out`_varc.png; the JSON says what else ran on the machine (`machine.beside`: the
+load average at each seed's start and end, the busiest other processes).
 """
 
 from __future__ import annotations
@@ -75,7 +81,7 @@ sys.path.insert(0, str(ROOT / "tests" / "tools"))
 
 import learning_parity as lp  # noqa: E402  (the shared seed loop, workers' helpers, tests and JSON)
 
-EPOCHS, INTERVAL = 300, 30  # 1,500 steps of 7 rows, 10 evaluations
+EPOCHS, INTERVAL = 400, 40  # 2,000 steps of 7 rows, 10 evaluations
 # upstream's flags (arcpipe's VARCConfig fields): the model
 MODEL = dict(image_size=32, patch_size=4, embed_dim=64, depth=4, num_heads=4, mlp_dim=128, dropout=0.1)
 BATCH, LR, CLIP = 7, 1e-3, 1.0
@@ -93,6 +99,10 @@ MARGINS = {
     "test_exact_accuracy": 0.10,
     "pass@1": 0.125,
     "pass@2": 0.125,
+    # upstream's own offline evaluator on both sides' checkpoints (single view): the held-out per-pixel loss 0.10
+    # (the training loss's margin) and the exact accuracy 10 points (one grid of 11, as above)
+    "own_loss": 0.10,
+    "own_exact_accuracy": 0.10,
 }
 TABLE = "task_token_embed.weight"
 
@@ -113,6 +123,23 @@ def run_all(args: argparse.Namespace, work: Path) -> None:
 
     def after(seed: int, runs: dict[str, list[dict[str, Any]]]) -> None:
         beside.append({"seed": seed, "load_at_end": os.getloadavg(), "other_processes": _others()})
+        evals = runs["arcpipe"][-1]["evals"]
+        ckpts = [work / f"arcpipe-s{seed}" / "run" / "ckpt" / f"epoch_{e['epoch']}.pt" for e in evals]
+        for e, (loss, exact) in zip(evals, own_scores(args.varc, work / "ARC", data, ckpts), strict=True):
+            e.update(own_loss=loss, own_exact_accuracy=exact)
+        # the round trip checked: upstream's checkpoints, imported by arcpipe, back in upstream's evaluate give
+        # its in-run figures (the task-token mapping and the import both ways)
+        up = runs["upstream"][-1]
+        imported = [work / f"upstream-s{seed}" / "cross" / f"epoch_{e['epoch']}" / "imported.pt" for e in up["evals"]]
+        again = own_scores(args.varc, work / "ARC", data, imported)
+        pairs = zip(up["evals"], again, strict=True)
+        up["round_trip_equal"] = [
+            (loss, exact) == (e["own_loss"], e["own_exact_accuracy"]) for e, (loss, exact) in pairs
+        ]
+        print(f"seed {seed} upstream's checkpoints imported and scored by its own evaluate again: its in-run figures "
+              f"at {sum(up['round_trip_equal'])} of {len(again)} evaluations")  # fmt: skip
+        print(f"seed {seed} arcpipe, scored by upstream's evaluate: " + ", ".join(
+            f"epoch {e['epoch']} exact {100 * e['own_exact_accuracy']:.1f}%" for e in evals[-3:]))  # fmt: skip
 
     print(
         f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; both sides of a seed at once, 1 thread each"
@@ -279,6 +306,39 @@ def score_upstream(path: Path, task_lookup: dict[str, int], data: Path, out: Pat
     return m
 
 
+def own_scores(checkout: Path, root: Path, data: Path, ckpts: list[Path]) -> list[tuple[float, float]]:
+    """arcpipe's checkpoints scored by upstream's own offline `evaluate` (single view, scale 2): (per-pixel loss,
+    exact accuracy) each; the weights loaded into upstream's model (its task rows: each task's arcpipe row)."""
+    import torch
+    from record_varc_trainer_goldens import _load, _parse, _upstream
+
+    from arcpipe.models.io import read_weights
+
+    torch.set_num_threads(1)
+    flags = {**MODEL, "num_colors": 12, "batch_size": BATCH, "data_root": str(root), "train_split": "training",
+             "eval_split": "training", "eval_subset": "test", "num_workers": 0}  # fmt: skip
+    argv = [*(x for k, v in flags.items() for x in (f"--{k.replace('_', '-')}", str(v))), "--no-compile"]
+    names = json.loads((data / "identifiers.json").read_text())
+    scores = []
+    with _upstream(checkout) as (_, load_model):
+        module = _load(checkout / "offline_train_ARC.py", "offline_train_ARC")
+        upstream_args = _parse(argv)
+        module.args = upstream_args
+        train_dataset, _, _, eval_loader, _, _ = module.build_dataloaders(upstream_args)
+        model = load_model.get_model_arch(upstream_args, train_dataset)
+        for ckpt in ckpts:
+            state = dict(read_weights(ckpt)["model"])
+            table = state[TABLE]
+            rows = torch.empty(len(train_dataset.task_lookup), table.shape[1], dtype=table.dtype)
+            for i, name in enumerate(names[1:], 1):
+                rows[train_dataset.task_lookup[name]] = table[i]
+            state[TABLE] = rows
+            model.load_state_dict(state)
+            loss, exact, _ = module.evaluate(model, eval_loader, torch.device("cpu"), resolution_factor=2)
+            scores.append((float(loss), float(exact)))
+    return scores
+
+
 # ------------------------------------------------------------------------------------------------------------------
 # the figures and the plot
 
@@ -293,6 +353,8 @@ def finals(r: dict[str, Any]) -> dict[str, float]:
         "test_exact_accuracy": last["test_exact_accuracy"],
         "pass@1": last["pass@1"],
         "pass@2": last["pass@2"],
+        "own_loss": last["own_loss"],
+        "own_exact_accuracy": last["own_exact_accuracy"],
     }
 
 
@@ -316,13 +378,12 @@ def plot(runs: dict[str, list[dict[str, Any]]], png: Path) -> None:
             vals = np.array([[e[key] for e in r["evals"]] for r in rs])
             ax.plot(ev_steps, vals.mean(0), style, color=colours[side], label=f"{side} {key}")
             ax.fill_between(ev_steps, vals.min(0), vals.max(0), color=colours[side], alpha=0.2)
-        if side == "upstream":
-            vals = np.array([[e["own_exact_accuracy"] for e in r["evals"]] for r in rs])
-            axes[3].plot(ev_steps, vals.mean(0), "^--", color="tab:green", label="upstream's own single-view exact")
+        vals = np.array([[e["own_exact_accuracy"] for e in r["evals"]] for r in rs])
+        axes[3].plot(ev_steps, vals.mean(0), "^--", color=colours[side], label=f"{side} exact, upstream's evaluate")
     axes[0].set(xlabel="step", ylabel="per-pixel loss", yscale="log", title="training loss (20-step mean)")
     axes[1].set(xlabel="step", ylim=(0, 1), title="training pixel accuracy (20-step mean)")
     axes[2].set(xlabel="step", ylim=(0, 1), title="test pixel accuracy (arcpipe evaluate, both sides)")
-    axes[3].set(xlabel="step", ylim=(0, 1), title="test pass@2 / pass@1 (10 attempts voted)")
+    axes[3].set(xlabel="step", ylim=(0, 1), title="test pass@2, pass@1 (arcpipe) / exact (upstream's evaluate)")
     for ax in axes:
         ax.legend(fontsize=8)
     fig.suptitle("VARC-ViT (width 64, 4 layers, 32x32 canvas) on 8 ARC-AGI-1 tasks: arcpipe vs upstream "
