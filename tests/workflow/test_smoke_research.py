@@ -317,6 +317,98 @@ def test_every_table_of_the_report_is_an_html_table(research):
 
 
 # --------------------------------------------------------------------------------------------------------------
+# the per-task pages (report/answers.py) as a browser shows them: `snakemake report` once, on a copy of the run (the
+# copy's report folder gains index.html and tasks/; the run's own files stay as the fingerprint test reads them)
+
+
+def _chromium() -> str:
+    found = subprocess.run(["bash", str(ROOT / "tests/tools/chromium.sh")], capture_output=True, text=True)
+    if found.returncode != 0:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"the HTML report test must run in CI: {found.stderr.strip()}")
+        pytest.skip(found.stderr.strip())
+    return found.stdout.strip().splitlines()[-1]
+
+
+def _browse(browser: str, page: Path, *how: str) -> subprocess.CompletedProcess:
+    """Headless Chromium on a local file, its console on stderr (--enable-logging=stderr)."""
+    headless = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=10000"]
+    headless += ["--enable-logging=stderr", "--v=0"]
+    return subprocess.run([*headless, *how, page.as_uri()], capture_output=True, text=True, timeout=300, check=True)
+
+
+def _console_errors(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if "CONSOLE" in line and ("Uncaught" in line or "rror" in line)]
+
+
+@pytest.fixture(scope="module")
+def task_pages(research, tmp_path_factory) -> Path:
+    """A copy of the research run's folder after `snakemake report`: results/report/index.html and tasks/."""
+    work = tmp_path_factory.mktemp("task-pages") / "work"
+    shutil.copytree(research, work, symlinks=True)
+    proc = snakemake(work, OVERLAY, "report", "--cores", "2", name="research.yaml", timeout=600, threads=2)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    jobs = set(re.findall(r"^(\w+) +\d+$", proc.stdout + proc.stderr, flags=re.M)) - {"total"}  # "Job stats:"
+    assert jobs == {"render_task_pages", "report"}, jobs  # nothing else is made again
+    return work
+
+
+def test_the_task_index_marks_every_task_as_each_evaluations_per_puzzle_csv_says(task_pages):
+    from arcpipe.report.answers import status
+
+    browser = _chromium()
+    index = task_pages / "results/report/tasks/index.html"
+    shown = _browse(browser, index, "--dump-dom")
+    assert 'id="js-error"' not in shown.stdout and not _console_errors(shown.stderr), shown.stderr[-2000:]
+    head = re.findall(r'<th data-col="\d+">([^<]*)</th>', shown.stdout)[3:]
+    assert "smoke-trm-s0/epoch_4" in head and "smoke-trm-s1/avg_last2" in head and "smoke-trm-s0/epoch_2" not in head
+    rows = re.findall(r'<tr data-size="\d+"[^>]*><td data-sort="([^"]+)">(.*?)</tr>', shown.stdout)
+    per_puzzle = pd.read_csv(task_pages / "results/eval/smoke-trm-s0/epoch_4/per_puzzle.csv", dtype={"puzzle": str})
+    assert sorted(task for task, _ in rows) == sorted(per_puzzle["puzzle"].unique())
+    assert re.search(rf"{len(rows)} of {len(rows)} tasks shown", shown.stdout)  # the filter script ran
+    column = head.index("smoke-trm-s0/epoch_4")
+    solved = per_puzzle.groupby("puzzle")["pass@2"].min() == 1
+    for task, cells in rows:
+        marks = re.findall(r'data-status="([^"]+)"', cells)
+        assert (marks[column] == "solved") == solved[task], task
+        assert marks[column] in {"solved", "partly", "wrong", "wrong shape", "no answer"}
+    assert status([]) == "not evaluated"
+
+
+def test_a_task_page_draws_the_expected_output_and_each_evaluations_attempts_as_its_files_say(task_pages):
+    from arcpipe.eval.write import load_votes
+    from arcpipe.report.answers import grids_on_page
+
+    browser = _chromium()
+    pages = task_pages / "results/report/tasks"
+    votes, test = load_votes(task_pages / "results/eval/smoke-trm-s0/epoch_4/votes.npz")
+    task = test.task_names[0]
+    page = pages / f"{task}.html"
+    shot = task_pages / "task_page.png"
+    _browse(browser, page, "--window-size=1300,1600", f"--screenshot={shot}")
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    shown = _browse(browser, page, "--dump-dom")
+    assert 'id="js-error"' not in shown.stdout and not _console_errors(shown.stderr), shown.stderr[-2000:]
+    drawn = grids_on_page(shown.stdout)
+    titles = dict(drawn)
+    p = int(test.task_pair_start[0])
+    assert (titles["expected output 1"] == test.labels[p]).all() and titles["expected output 1"].shape == test.labels[
+        p
+    ].shape
+    submission = json.loads((task_pages / "results/eval/smoke-trm-s0/epoch_4/submission.json").read_text())
+    attempts = {t.split(":")[0]: g for t, g in drawn if t.startswith("smoke-trm-s0/epoch_4 attempt")}
+    start, end = int(votes.start[p]), int(votes.start[p + 1])
+    assert len(attempts) == min(2, end - start)
+    for r, grid in enumerate(attempts.values()):
+        assert grid.shape == votes.grids[start + r].shape and (grid == votes.grids[start + r]).all(), r
+        assert grid.tolist() == submission[task][0][f"attempt_{r + 1}"], r  # a TRM candidate is a valid grid
+    shown_index = (pages / "index.html").read_text()
+    assert f'href="{task}.html#c' in shown_index
+    front = (task_pages / "results/report/index.html").read_text()
+    assert '<a href="tasks/index.html">' in front and '<img src="passk_vs_step.png"' in front
+
+
+# --------------------------------------------------------------------------------------------------------------
 # the Kaggle bundle as Kaggle would use it: built from this run's checkpoint; a fresh venv holding only what the
 # Kaggle image provides (torch, numpy, numba) installs it offline; run.sh on the read-only copy answers ARC-AGI-1
 # evaluation tasks held out of the smoke run under a 1-minute budget

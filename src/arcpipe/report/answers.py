@@ -46,7 +46,8 @@ log = logging.getLogger(__name__)
 
 CANDIDATES_DRAWN = 3  # candidates drawn per test input and evaluation (pass@2's two attempts and the next)
 CANDIDATES_LISTED = 5  # candidates whose votes are listed
-CELL = 12  # pixels per cell on the page
+CELL = 12  # pixels per cell on the page, at most
+BOX = 240  # pixels a grid's longer side takes at most (a 30 x 30 grid: 8 per cell)
 INDEX = "index.html"
 TASKS = Path(paths.REPORT_TASKS).relative_to(paths.REPORT).as_posix()  # the pages' folder in a report folder
 
@@ -70,6 +71,7 @@ class Answer:
     total_votes: int | None  # None: no votes.npz
     loop_steps: float | None = None
     expected_shape: tuple[int, int] | None = None  # of the expected output, where known
+    num_candidates: int = 0  # distinct candidates in all
     members: list[dict[str, int]] = field(default_factory=list)  # per listed candidate: member -> its votes
 
 
@@ -169,10 +171,12 @@ def read_evaluation(folder: Path, main_k: int = 2) -> Evaluation:
         truth = test.labels[p] if test.has_label[p] else None
         if right is None and truth is not None:
             right = any(g.shape == truth.shape and np.array_equal(g, truth) for g, _, _ in listed[:main_k])
-        by_member = [{name: _votes_for(mv, p, grid) for name, mv in members} for grid, _, _ in listed]
+        by_member = (
+            [{name: _votes_for(mv, p, grid) for name, mv in members} for grid, _, _ in listed] if members else []
+        )
         total = int(votes.count[cands.start : cands.stop].sum())
         shape = None if truth is None else (int(truth.shape[0]), int(truth.shape[1]))
-        answers.setdefault(task, []).append(Answer(right, listed, total, loop, shape, by_member if members else []))
+        answers.setdefault(task, []).append(Answer(right, listed, total, loop, shape, len(cands), by_member))
     return Evaluation(label, folder, info, answers, test, pairs, _fit_losses(folder, problems), problems)
 
 
@@ -235,13 +239,15 @@ def margin(answers: Sequence[Answer] | None) -> float | None:
 # grids
 
 
-def svg_grid(grid: np.ndarray, title: str, cell: int = CELL) -> str:
+def svg_grid(grid: np.ndarray, title: str) -> str:
     """`grid` as an inline SVG: a black background, one path per other colour (a run of cells per row and colour is
-    one rectangle), grid lines; `title` is its tooltip (and what `grids_on_page` reads back)."""
+    one rectangle), grid lines; CELL pixels a cell, fewer where the grid would be over BOX pixels; `title` is its
+    tooltip (and what `grids_on_page` reads back)."""
     grid = np.asarray(grid)
     h, w = (int(x) for x in grid.shape)
     if h == 0 or w == 0:
         return f'<span class="empty" title="{html.escape(title)}">empty grid</span>'
+    cell = max(1, min(CELL, BOX // max(h, w)))
     runs: dict[int, list[str]] = {}
     for y in range(h):
         row = grid[y]
@@ -270,7 +276,7 @@ def grids_on_page(text: str) -> list[tuple[str, np.ndarray]]:
         w, h, body = int(match[1]), int(match[2]), match[3]
         title = html.unescape(re.search(r"<title>(.*?)</title>", body, re.S)[1])
         grid = np.zeros((h, w), dtype=np.int64)
-        for fill, d in re.findall(r'<path fill="(#[0-9A-Fa-f]{6})" d="([^"]*)"/>', body):
+        for fill, d in re.findall(r'<path fill="(#[0-9A-Fa-f]{6})" d="([^"]*)"', body):  # "/>" or "></path>"
             colour = [c.upper() for c in PALETTE].index(fill.upper()) if fill.upper() != "#FFFFFF" else 10
             for x, y, n in re.findall(r"M(\d+) (\d+)h(\d+)v1h-\d+z", d):
                 grid[int(y), int(x) : int(x) + int(n)] = colour
@@ -286,7 +292,8 @@ body{font-family:system-ui,sans-serif;margin:1rem;color:#1f2328}a{color:#0969da}
 .grid{margin:2px;vertical-align:top}.grid .gl{stroke:#555;stroke-width:.04;fill:none}
 .pair,.answer{display:inline-block;margin:.3rem .8rem .3rem 0;vertical-align:top}
 .cand{display:inline-block;margin:0 .4rem;vertical-align:top;text-align:center;font-size:.8rem}
-.right{outline:3px solid #2da44e}.wrongc{outline:3px solid #cf222e}.problem{color:#9a6700}
+.right,.wrongc{display:inline-block;line-height:0}.right{outline:3px solid #2da44e}
+.wrongc{outline:3px solid #cf222e}.problem{color:#9a6700}
 .col{border-top:1px solid #d0d7de;padding:.3rem 0}.mark{font-size:1.2rem;font-weight:600}
 .s-solved{background:#dafbe1}.s-partly{background:#fff8c5}.s-wrong{background:#ffebe9}
 .s-wrong-shape{background:#ffd8d3}.s-no-answer{background:#eaeef2}.s-not-evaluated{color:#8c959f}
@@ -328,7 +335,7 @@ def task_page(
     for i in range(inputs):
         given, expected = _truth(task, i, spec, evaluations)
         parts.append(f"<h2>test input {i + 1}</h2><div>")
-        parts.append(f'<div class="pair">{_maybe_grid(given, f"test input {i + 1}")}</div>')
+        parts.append(f'<div class="pair">input<br>{_maybe_grid(given, f"test input {i + 1}")}</div>')
         parts.append(f'<div class="pair">expected<br>{_maybe_grid(expected, f"expected output {i + 1}")}</div></div>')
         for c, e in enumerate(evaluations):
             parts.append(_answer_block(task, i, c, e, expected, main_k))
@@ -462,7 +469,7 @@ def _answer_block(task: str, i: int, c: int, e: Evaluation, expected: np.ndarray
     parts = [f'<div class="col"{anchor}><span class="mark s-{s.replace(" ", "-")}">{STATUSES[s][0]} {s}</span> ']
     parts.append(title)
     if a.total_votes is not None:
-        parts.append(f" · {a.total_votes} votes, {len(a.candidates)}{'+' * (a.total_votes > 0)} candidates listed")
+        parts.append(f" · {a.total_votes} votes for {a.num_candidates} distinct candidates")
     if a.loop_steps is not None:
         parts.append(f" · mean loop steps {a.loop_steps:.2f}")
     if task in e.fit_loss:
@@ -479,7 +486,7 @@ def _answer_block(task: str, i: int, c: int, e: Evaluation, expected: np.ndarray
         label = f"{e.label} {role}: {count} votes ({share:.0%}){', right' if right else ''}"
         parts.append(
             f'<div class="cand"><div class="{"right" if right else "wrongc"}">{svg_grid(grid, label)}</div>'
-            f"{role}<br>{count} votes · {share:.0%}" + (f"<br>mean q {q:.2f}" if q is not None else "")
+            f"<br>{role}<br>{count} votes · {share:.0%}" + (f"<br>mean q {q:.2f}" if q is not None else "")
         )
         if a.members:
             parts.append("<br>" + ", ".join(f"{html.escape(m)} {v}" for m, v in a.members[r].items()))
