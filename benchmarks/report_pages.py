@@ -10,7 +10,7 @@ grids drawn have ARC's sizes. Each run's evaluation is written by the evaluator'
 CANDIDATES candidates per test input: the right answer with probability 0.3, near misses (a few cells changed),
 grids of another shape; votes drawn at random. The build runs in a child process of its own, so the peak RSS printed
 is the build's (ru_maxrss of that process), not the set-up's. Prints wall and CPU time, peak RSS, the files written
-and their size (all, the index, the largest page).
+and their size (all, the index, the largest page, the one-file view tasks.html).
 """
 
 from __future__ import annotations
@@ -43,7 +43,9 @@ def main() -> None:
     parser.add_argument("--build", type=Path, help=argparse.SUPPRESS)  # the child: build from this folder
     args = parser.parse_args()
     if args.report is not None:
-        print(_sizes(args.report / "tasks") + f"; front page {(args.report / 'index.html').stat().st_size} B")
+        one = (args.report / "tasks.html").stat().st_size / 2**20
+        front = (args.report / "index.html").stat().st_size
+        print(_sizes(args.report / "tasks") + f"; in one file {one:.1f} MiB; front page {front} B")
         return
     if args.build is not None:
         _build(args.build)
@@ -96,11 +98,11 @@ def _build(root: Path) -> None:
     metrics = sorted(root.glob("results/eval/*/epoch_10/metrics.json"))
     out = root / "results/report/tasks"
     wall, cpu = time.perf_counter(), time.process_time()
-    written = write_task_pages(out, metrics, [root / "results/data/arc1"])
+    written = write_task_pages(out, metrics, [root / "results/data/arc1"], one_file=out.parent / "tasks.html")
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"build: {len(written)} files in {wall:.1f} s wall, {cpu:.1f} s CPU; peak RSS {rss:.0f} MiB")
-    print(_sizes(out))
+    print(_sizes(out) + f"; in one file (tasks.html) {written[-1].stat().st_size / 2**20:.1f} MiB")
 
 
 def _sizes(folder: Path) -> str:

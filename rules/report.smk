@@ -21,9 +21,9 @@ rule render_report:
         "../workflow/scripts/render_report.py"
 
 
-# a page per task of every evaluation in the report and the task-by-run index (report/answers.py), in the Snakemake
-# report under "tasks"; and the report folder's front page; rebuilt when an evaluation changes. Part of the `report`
-# target (Snakefile), not of `smoke`'s files.
+# a page per task of every evaluation in the report and the task-by-run index (report/answers.py), in a folder and
+# in one file (the Snakemake report's "tasks"); and the report folder's front page; rebuilt when an evaluation
+# changes. Part of the `report` target (Snakefile), not of `smoke`'s files.
 rule render_task_pages:
     input:
         metrics=ask.task_page_evaluations,  # arcpipe.rule_inputs: the report's evaluations and ensembles
@@ -40,9 +40,10 @@ rule render_task_pages:
         ],
         plots=[f"{paths.REPORT}/{stem}.png" for stem in REPORT_PLOTS],
     output:
-        pages=report(
-            directory(paths.REPORT_TASKS),
-            htmlindex="index.html",
+        pages=directory(paths.REPORT_TASKS),
+        # the same in one file: a report.html embeds no folder of pages
+        one_file=report(
+            paths.REPORT_TASKS_ONE_FILE,
             caption="../workflow/report/tasks.rst",
             category="tasks",
         ),
@@ -59,7 +60,7 @@ rule render_task_pages:
 
 
 # the `report` target's files beyond REPORT (Snakefile)
-TASK_PAGES = [paths.REPORT_TASKS, paths.REPORT_FRONT]
+TASK_PAGES = [paths.REPORT_TASKS, paths.REPORT_TASKS_ONE_FILE, paths.REPORT_FRONT]
 
 
 rule pool_votes:

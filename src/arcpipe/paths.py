@@ -68,6 +68,7 @@ FULL_REPORT = REPORT + "/full"  # the `full` target's runs
 SWEEP_REPORT = REPORT + "/sweeps/{sweep}"
 REPORT_FRONT = REPORT + "/index.html"  # the report folder's front page: every table linked, every plot in place
 REPORT_TASKS = REPORT + "/tasks"  # a page per task and the task-by-run index.html (report/answers.py)
+REPORT_TASKS_ONE_FILE = REPORT + "/tasks.html"  # the same in one file, for `snakemake --report report.html`
 
 
 def under(results: str | Path, pattern: str, **where: object) -> Path:

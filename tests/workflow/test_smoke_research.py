@@ -373,6 +373,9 @@ def test_the_task_index_marks_every_task_as_each_evaluations_per_puzzle_csv_says
         assert (marks[column] == "solved") == solved[task], task
         assert marks[column] in {"solved", "partly", "wrong", "wrong shape", "no answer"}
     assert status([]) == "not evaluated"
+    # the same in one file, what `snakemake --report report.html report` shows under "tasks": a section per task
+    one_file = (task_pages / "results/report/tasks.html").read_text()
+    assert sorted(re.findall(r'<section class="task" id="t-([^"]+)">', one_file)) == sorted(t for t, _ in rows)
 
 
 def test_a_task_page_draws_the_expected_output_and_each_evaluations_attempts_as_its_files_say(task_pages):

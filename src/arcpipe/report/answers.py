@@ -50,6 +50,7 @@ CELL = 12  # pixels per cell on the page, at most
 BOX = 240  # pixels a grid's longer side takes at most (a 30 x 30 grid: 8 per cell)
 INDEX = "index.html"
 TASKS = Path(paths.REPORT_TASKS).relative_to(paths.REPORT).as_posix()  # the pages' folder in a report folder
+ONE_FILE = Path(paths.REPORT_TASKS_ONE_FILE).relative_to(paths.REPORT).as_posix()  # the pages in one file, beside it
 
 # a task's status in one evaluation, its mark and what it means (the index's legend)
 STATUSES = {
@@ -112,10 +113,12 @@ def write_task_pages(
     metrics_paths: Sequence[str | Path],
     dataset_dirs: Sequence[str | Path] = (),
     main_k: int = 2,
+    one_file: str | Path | None = None,
 ) -> list[Path]:
     """Write out_dir/index.html and one page per task of the evaluations at metrics_paths (`columns_of` picks the
-    columns); the files written, index first. dataset_dirs: built datasets (results/data/NAME/) whose
-    test_puzzles.json hold the tasks' demonstrations; the dataset an evaluation names in its info is read too."""
+    columns); the files written, index first (and `one_file`, the same in one file, last: `one_file_view`).
+    dataset_dirs: built datasets (results/data/NAME/) whose test_puzzles.json hold the tasks' demonstrations; the
+    dataset an evaluation names in its info is read too."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     evaluations = [read_evaluation(folder, main_k) for folder in columns_of(metrics_paths)]
@@ -129,7 +132,12 @@ def write_task_pages(
     contents[INDEX] = index_page(names, tasks, evaluations, files, main_k)
     atomic_write_many(out_dir, {name: text.encode() for name, text in contents.items()})
     log.info("task pages: %d tasks x %d evaluations -> %s", len(names), len(evaluations), out_dir)
-    return [out_dir / INDEX, *(out_dir / files[task] for task in names)]
+    written = [out_dir / INDEX, *(out_dir / files[task] for task in names)]
+    if one_file is not None:
+        one_file = Path(one_file)
+        atomic_write_many(one_file.parent, {one_file.name: one_file_view(names, tasks, evaluations, main_k).encode()})
+        written.append(one_file)
+    return written
 
 
 def read_evaluation(folder: Path, main_k: int = 2) -> Evaluation:
@@ -296,6 +304,7 @@ body{font-family:system-ui,sans-serif;margin:1rem;color:#1f2328}a{color:#0969da}
 .wrongc{outline:3px solid #cf222e}.problem{color:#9a6700}
 .col{border-top:1px solid #d0d7de;padding:.3rem 0}.mark{font-size:1.2rem;font-weight:600}
 .s-solved{background:#dafbe1}.s-partly{background:#fff8c5}.s-wrong{background:#ffebe9}
+section.task{display:none;border-top:3px solid #d0d7de;margin-top:1rem}section.task:target{display:block}
 .s-wrong-shape{background:#ffd8d3}.s-no-answer{background:#eaeef2}.s-not-evaluated{color:#8c959f}
 table{border-collapse:collapse}th,td{border:1px solid #d0d7de;padding:.1rem .35rem;text-align:center}
 th{background:#f6f8fa;cursor:pointer}small{color:#59636e}.empty{font-size:.8rem;color:#59636e}
@@ -313,15 +322,18 @@ def task_page(
     main_k: int,
     names: Sequence[str],
     files: Mapping[str, str],
+    section: bool = False,
 ) -> str:
-    """One task's page: demonstrations, test inputs, expected outputs, and every evaluation's candidates."""
+    """One task's page: demonstrations, test inputs, expected outputs, and every evaluation's candidates; section:
+    as a <section> of the one-file view (`one_file_view`), `files` holding each task's anchor there."""
     at = names.index(task)
-    nav = [f'<a href="{INDEX}">index</a>']
+    nav = [f'<a href="{"#top" if section else INDEX}">index</a>']
     if at > 0:
         nav.append(f'<a href="{files[names[at - 1]]}">previous: {html.escape(names[at - 1])}</a>')
     if at + 1 < len(names):
         nav.append(f'<a href="{files[names[at + 1]]}">next: {html.escape(names[at + 1])}</a>')
-    parts = [_head(f"task {task}"), f"<p>{' · '.join(nav)}</p>", f"<h1>task {html.escape(task)}</h1>"]
+    start = f'<section class="task" id="{files[task][1:]}">' if section else _head(f"task {task}")
+    parts = [start, f"<p>{' · '.join(nav)}</p>", f"<h1>task {html.escape(task)}</h1>"]
     if spec is None:
         parts.append(f'<p class="problem">task {html.escape(task)} is not in the dataset: no demonstrations</p>')
     else:
@@ -338,8 +350,8 @@ def task_page(
         parts.append(f'<div class="pair">input<br>{_maybe_grid(given, f"test input {i + 1}")}</div>')
         parts.append(f'<div class="pair">expected<br>{_maybe_grid(expected, f"expected output {i + 1}")}</div></div>')
         for c, e in enumerate(evaluations):
-            parts.append(_answer_block(task, i, c, e, expected, main_k))
-    parts.append("</body></html>\n")
+            parts.append(_answer_block(task, i, c, e, expected, main_k, anchor=not section))
+    parts.append("</section>" if section else "</body></html>\n")
     return "".join(parts)
 
 
@@ -349,9 +361,11 @@ def index_page(
     evaluations: Sequence[Evaluation],
     files: Mapping[str, str],
     main_k: int,
+    sections: Sequence[str] = (),
 ) -> str:
     """The task-by-run matrix: a row per task, a column per evaluation, each cell its status linking to the task's
-    page at that evaluation; sortable by any column (click its head), filterable with a few lines of JS."""
+    page at that evaluation; sortable by any column (click its head), filterable with a few lines of JS. sections:
+    the one-file view's task sections (`one_file_view`), after the table; `files` then holds their anchors."""
     labels = [e.label for e in evaluations]
     head = "".join(f'<th data-col="{c + 3}">{html.escape(label)}</th>' for c, label in enumerate(labels))
     counts = [sum(status(e.answers.get(t)) == "solved" for t in names) for e in evaluations]
@@ -362,11 +376,12 @@ def index_page(
         for c, e in enumerate(evaluations):
             s = status(e.answers.get(task))
             m = margin(e.answers.get(task))
+            at = "" if sections else f"#c{c}"  # the one-file view's sections have no column anchors
             shown = "" if m is None else f" {m:.2f}"
             cells.append(
                 f'<td class="s-{s.replace(" ", "-")}" data-status="{s}" data-sort="{list(STATUSES).index(s)}" '
                 f'data-margin="{"" if m is None else f"{m:.4f}"}" title="{html.escape(labels[c])}: {s}'
-                f'{"" if m is None else f", vote margin {m:.2f}"}"><a href="{files[task]}#c{c}">'
+                f'{"" if m is None else f", vote margin {m:.2f}"}"><a href="{files[task]}{at}">'
                 f"{STATUSES[s][0]}</a><small>{shown}</small></td>"
             )
         rows.append(
@@ -385,7 +400,8 @@ def index_page(
     solved = "".join(f"<td>{n}</td>" for n in counts)
     return (
         _head("tasks by evaluation")
-        + f"<h1>Tasks by evaluation</h1><p>{len(names)} tasks x {len(evaluations)} evaluations; right means every "
+        + '<h1 id="top">Tasks by evaluation</h1>'
+        + f"<p>{len(names)} tasks x {len(evaluations)} evaluations; right means every "
         f"test input's expected output among the first {main_k} candidates (pass@{main_k}). Each cell links to the "
         "task's page; the number beside a mark is the vote margin (winner minus runner-up, share of the votes; the "
         "closest test input). Click a column head to sort.</p>"
@@ -400,6 +416,7 @@ def index_page(
         + '<table id="tasks"><thead><tr><th data-col="0">task</th><th data-col="1">size</th>'
         + f'<th data-col="2">solved by</th>{head}</tr><tr><td>solved</td><td></td><td></td>{solved}</tr></thead>'
         + f"<tbody>{''.join(rows)}</tbody></table>"
+        + "".join(sections)
         + f"<script>{INDEX_JS}</script></body></html>\n"
     )
 
@@ -420,6 +437,19 @@ var dir={};document.querySelectorAll('#tasks th').forEach(function(th){th.addEve
  return d*(isNaN(u)||isNaN(v)?p.localeCompare(q):u-v)});rows.forEach(function(r){body.appendChild(r)})})});
 filter();
 """
+
+
+def one_file_view(
+    names: Sequence[str],
+    tasks: Mapping[str, Mapping[str, Any]],
+    evaluations: Sequence[Evaluation],
+    main_k: int,
+) -> str:
+    """The index and every task page in one HTML file (ONE_FILE), each task a <section> shown when its link is
+    followed (CSS :target): what `snakemake --report report.html` can embed (it takes no folder of pages)."""
+    anchors = {task: "#t-" + stem.removesuffix(".html") for task, stem in page_names(names).items()}
+    sections = [task_page(t, tasks.get(t), evaluations, main_k, names, anchors, section=True) for t in names]
+    return index_page(names, tasks, evaluations, anchors, main_k, sections)
 
 
 def write_front_page(report_dir: str | Path, files: Sequence[str | Path], tasks_index: str | Path | None) -> Path:
@@ -458,9 +488,11 @@ def _head(title: str) -> str:
     )
 
 
-def _answer_block(task: str, i: int, c: int, e: Evaluation, expected: np.ndarray | None, main_k: int) -> str:
+def _answer_block(
+    task: str, i: int, c: int, e: Evaluation, expected: np.ndarray | None, main_k: int, anchor: bool = True
+) -> str:
     answers = e.answers.get(task)
-    anchor = f' id="c{c}"' if i == 0 else ""
+    anchor = f' id="c{c}"' if i == 0 and anchor else ""
     title = f"<b>{html.escape(e.label)}</b>"
     if not answers or i >= len(answers):
         return f'<div class="col"{anchor}>{title}: <span class="s-not-evaluated">not evaluated</span></div>'
@@ -621,5 +653,5 @@ def write_report_pages(
     `files` (the report's tables and plots, `write_front_page`) and the task index: rule render_task_pages and
     `arcpipe report`. The files written, the front page last."""
     report_dir = Path(report_dir)
-    written = write_task_pages(report_dir / TASKS, metrics_paths, dataset_dirs, main_k)
+    written = write_task_pages(report_dir / TASKS, metrics_paths, dataset_dirs, main_k, one_file=report_dir / ONE_FILE)
     return [*written, write_front_page(report_dir, files, written[0])]

@@ -211,3 +211,16 @@ def test_arcpipe_report_writes_the_tables_the_task_pages_and_a_front_page_linkin
     assert '<a href="tasks/index.html">' in front and '<a href="passk.html">passk</a>' in front
     assert '<a href="pooled.html">pooled</a>' in front and '<img src="passk_vs_step.png"' in front
     assert (out / "tasks/aaa.html").is_file() and "run-b/epoch_4" in (out / "tasks/index.html").read_text()
+    assert 'id="t-aaa"' in (out / "tasks.html").read_text()
+
+
+def test_the_one_file_view_holds_the_index_and_every_task_page_as_a_section(results, tmp_path):
+    data, metrics = results
+    one = tmp_path / "tasks.html"
+    written = write_task_pages(tmp_path / "tasks", metrics, [data], one_file=one)
+    assert written[-1] == one
+    text = one.read_text()
+    assert re.findall(r'<section class="task" id="([^"]+)">', text) == ["t-aaa", "t-bbb"]
+    assert 'href="#t-aaa"' in text and 'href="aaa.html' not in text and 'href="index.html"' not in text
+    bbb = text[text.index('id="t-bbb"') :]
+    assert dict(grids_on_page(bbb)).keys() == dict(grids_on_page((tmp_path / "tasks/bbb.html").read_text())).keys()
