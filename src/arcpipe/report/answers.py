@@ -2,6 +2,7 @@
 
     write_report_pages(report_dir, metrics_paths, dataset_dirs, files)   # tasks/ and the front page: rule and CLI
     write_task_pages(out_dir, metrics_paths, dataset_dirs, main_k=2)   # out_dir/index.html + one page per task
+    one_file_view(names, tasks, evaluations, main_k)                     # the same in one file (tasks.html)
     write_front_page(report_dir, files)                                  # report_dir/index.html: tables, plots, tasks
     grids_on_page(html_text)                                             # [(title, grid)] of every grid drawn
 
@@ -16,8 +17,8 @@ each member's votes behind each candidate (info.pooled lists the members' votes.
 
 Grids are inline SVG in ARC's ten colours (data/show.PALETTE), one path per colour; nothing is fetched and nothing
 is served: a copied folder opens offline. A task is right when every test input's label is among the first main_k
-candidates (per_puzzle.csv's pass@K, the evaluation's own record). A missing per_puzzle.csv or votes.npz, or a task
-not in the dataset, is a line on the page, never an error.
+candidates (per_puzzle.csv's pass@K, the evaluation's own record; without it, the votes'). A missing per_puzzle.csv
+or votes.npz, or a task not in the dataset, is a line on the page, never an error.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ STATUSES = {
 class Answer:
     """One evaluation's answer to one test input."""
 
-    right: bool | None  # the label among the first main_k candidates (per_puzzle.csv); None: not recorded
+    right: bool | None  # the label among the first main_k candidates (per_puzzle.csv, else the votes); None: unknown
     candidates: list[tuple[np.ndarray, int, float | None]]  # (grid, votes, mean q), best first, CANDIDATES_LISTED
     total_votes: int | None  # None: no votes.npz
     loop_steps: float | None = None
