@@ -82,6 +82,7 @@ from arcpipe.models.io import core_of
 from arcpipe.models.layers import Block, CastedLinear
 from arcpipe.optim import make_optimizers
 from arcpipe.optim.signsgd import SparseSignSGD
+from arcpipe.optim.update import apply_update
 from arcpipe.train import distributed
 from arcpipe.train.sampler import halt_min_steps
 
@@ -277,9 +278,7 @@ def fit(
                 (loss / batch_size).backward()
                 if reduce is not None:
                     distributed.all_reduce_grads(reduce, env)
-                for optimizer in optimizers:
-                    optimizer.step()
-                    optimizer.zero_grad(set_to_none=True)
+                apply_update([(optimizer, None) for optimizer in optimizers])  # constant rates, no clip
                 history.append(torch.stack([metrics[k].double() for k in STAT_KEYS]).tolist())  # one host sync
                 took = time.monotonic() - now
                 phase_longest, longest = max(phase_longest, took), max(longest, took)

@@ -74,8 +74,10 @@ from arcpipe.eval.puzzles import load_identifiers, load_test_puzzles
 from arcpipe.eval.write import write_results
 from arcpipe.files import atomic_write_many, file_sha256
 from arcpipe.models.io import model_from_checkpoint, read_weights
+from arcpipe.optim.update import apply_update
 from arcpipe.train import distributed
 from arcpipe.train.sampler import canvas_draws
+from arcpipe.train.schedule import lr_at
 
 log = logging.getLogger(__name__)
 
@@ -89,11 +91,7 @@ def job_tasks(tasks: Sequence[str], job: int, jobs: int) -> list[str]:
 
 def lr_factor(epoch: int, cfg: TTTConfig) -> float:
     """The rate of epoch 0..cfg.epochs as a fraction of cfg.lr: linear warm-up from 0, then cosine to 0."""
-    warmup = warmup_epochs(cfg)
-    if epoch < warmup:
-        return epoch / warmup
-    span = max(cfg.epochs - warmup, 1)
-    return 0.5 * (1.0 + math.cos(math.pi * (epoch - warmup) / span))
+    return lr_at(epoch, 1.0, warmup_epochs(cfg), cfg.epochs, 0.0)  # the trainer's schedule, counted in epochs
 
 
 def warmup_epochs(cfg: TTTConfig) -> int:
@@ -218,15 +216,12 @@ def fit(
     step, started, last_loss = 0, time.monotonic(), math.nan
     head.train()
     for epoch in range(cfg.epochs + 1):
-        for group in optimizer.param_groups:
-            group["lr"] = cfg.lr * lr_factor(epoch, cfg)
+        rate = cfg.lr * lr_factor(epoch, cfg)
         for batch in batches(epoch):
             step += 1
             loss = loss_fn(head, batch)
             (loss / B).backward()  # the head's loss is the pixel mean times the rows (models/varc_head.py)
-            torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
+            apply_update([(optimizer, rate)], params, cfg.grad_clip)
             if on_step is not None:
                 on_step(step, optimizer, loss.detach() / B)
         last_loss = float(loss.detach()) / B

@@ -32,6 +32,7 @@ from arcpipe.models.act import Carry
 from arcpipe.models.io import save_weights
 from arcpipe.models.registry import build_model, make_arch_config
 from arcpipe.optim import EMA, make_optimizers
+from arcpipe.optim.update import apply_update
 from arcpipe.train import distributed
 from arcpipe.train.checkpoint import (
     STATE_FORMAT,
@@ -132,7 +133,7 @@ class Trainer:
                 f"--until-epoch {until_epoch}: not an evaluation boundary of run {self.run_name} "
                 f"(multiples of eval_interval={run.eval_interval} up to epochs={run.epochs})"
             )
-        start = max([0, *(e for e in run.segment_ends() if e < until_epoch)])  # the segment's first epoch
+        start = run.segment_start(until_epoch)
         # earlier segments finished: their jobs never re-run. A run a stop rule ended at `start` and that now goes
         # on has no state file there (Snakemake deleted it: no job asked for it), only its kept copy, which
         # `resume` reads: that copy stays until the next segment starts, so a killed retry finds it again
@@ -234,14 +235,11 @@ class Trainer:
             for k, v in metrics.items():
                 sums[k] = sums.get(k, 0) + v.detach().float()
         distributed.all_reduce_grads(self.head, self.env)
-        if run.grad_clip is not None:  # the norm of the summed gradient, as every rank holds it; no host sync
-            torch.nn.utils.clip_grad_norm_([p for p in self.head.parameters() if p.grad is not None], run.grad_clip)
-        for optimizer, base_lr in self.optimizers:
-            lr = self.lr_of(base_lr, step, batch_index, plan)
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
+        apply_update(  # the clip: the norm of the summed gradient, as every rank holds it
+            [(optimizer, self.lr_of(base_lr, step, batch_index, plan)) for optimizer, base_lr in self.optimizers],
+            [p for p in self.head.parameters() if p.grad is not None],
+            run.grad_clip,
+        )
         if self.ema is not None:
             self.ema.update()
         record = self._reduce_metrics(sums)
