@@ -215,9 +215,7 @@ def outcomes(cfg: WorkflowConfig, name: str, records: plan.Records) -> tuple[Out
     if cfg.evaluation.quick is None:
         low = Outcome(cheapest_end, len(boundaries), 0, cheapest_why)
     else:
-        every = cfg.evaluation.quick.full_every
-        due = {boundaries[0], boundaries[-1]} if boundaries else set()
-        due |= {e for i, e in enumerate(boundaries, 1) if every and i % every == 0}
+        due = {e for e in boundaries if cfg.evaluation.quick.always_full(e, boundaries)}
         due |= {e for e in p.full if e <= cheapest_end}
         low = Outcome(cheapest_end, len(due), len(boundaries), cheapest_why)
     return low, trained_to(cfg, run, planned_end, planned_why)

@@ -431,7 +431,7 @@ def previous_files(run: RunConfig, name: str, epoch: int) -> dict[str, str]:
 
 def segment_epochs(run: RunConfig, epoch: int) -> list[int]:
     """The boundaries of the training segment that ends at `epoch`."""
-    start = max([0, *(e for e in run.segment_ends() if e < epoch)])
+    start = run.segment_start(epoch)
     return [e for e in run.boundaries() if start < e <= epoch]
 
 
@@ -534,9 +534,8 @@ def decision_inputs(cfg: WorkflowConfig, name: str, epoch: int) -> dict[str, Any
     run = cfg.runs[name]
     pattern = QUICK if cfg.evaluation.quick is not None else FULL
     files: dict[str, Any] = {"metrics": [pattern.format(run=name, epoch=e) for e in segment_epochs(run, epoch)]}
-    earlier = [e for e in run.segment_ends() if e < epoch]
-    if earlier:
-        files["previous"] = DECISION.format(run=name, epoch=earlier[-1])
+    if previous := run.segment_start(epoch):
+        files["previous"] = DECISION.format(run=name, epoch=previous)
     return files
 
 

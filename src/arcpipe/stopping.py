@@ -176,15 +176,8 @@ def full_evaluation_due(
     its quick score is the best so far (above every earlier one; the first boundary's is), it is the run's last
     planned boundary or the one its stop rule fired at (`stops`), or it is every `schedule.full_every`-th boundary."""
     assert quick_history and quick_history[-1].epoch == epoch, (quick_history, epoch)
-    index = list(boundaries).index(epoch) + 1  # 1-based: the full_every-th boundary is index full_every
     earlier = [s.value for s in quick_history[:-1]]
-    return (
-        not earlier
-        or quick_history[-1].value > max(earlier)
-        or epoch == boundaries[-1]
-        or stops
-        or (schedule.full_every is not None and index % schedule.full_every == 0)
-    )
+    return not earlier or quick_history[-1].value > max(earlier) or stops or schedule.always_full(epoch, boundaries)
 
 
 def quick_tasks(

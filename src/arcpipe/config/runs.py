@@ -271,6 +271,11 @@ class RunConfig(Strict):
         """Cumulative epochs at which each training job (segment) ends."""
         return self.boundaries()[self.segment_evals - 1 :: self.segment_evals]
 
+    def segment_start(self, epoch: int) -> int:
+        """The epoch the training segment holding boundary `epoch` starts from: the last segment end before it, or 0
+        (the plan's segment_epochs and the trainer's train_until both ask)."""
+        return max([0, *(e for e in self.segment_ends() if e < epoch)])
+
 
 def _arch_errors(arch: str, preset: str, overrides: Mapping[str, Any]) -> list[InitErrorDetails]:
     """What `make_arch_config(arch, preset, overrides)` would reject, located at each override's field."""

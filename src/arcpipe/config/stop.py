@@ -4,6 +4,7 @@ quick and full evaluations at its boundaries; the decisions themselves are `arcp
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from pydantic import Field, model_validator
 
@@ -45,6 +46,13 @@ class QuickEvalConfig(Strict):
         """Test tasks in the quick subset, out of `total`: at least one, at most all."""
         wanted = self.puzzles if self.puzzles is not None else math.ceil(self.share * total)
         return max(1, min(total, wanted))
+
+    def always_full(self, epoch: int, boundaries: Sequence[int]) -> bool:
+        """Whether boundary `epoch` of `boundaries` gets the full evaluation whatever its quick score: the first, the
+        last and every `full_every`-th (1-based). `arcpipe.stopping.full_evaluation_due` adds the scores' reasons;
+        the forecast's cheapest outcome counts only these."""
+        index = list(boundaries).index(epoch) + 1
+        return index == 1 or epoch == boundaries[-1] or (self.full_every is not None and index % self.full_every == 0)
 
 
 def stop_problems(stops: dict[str, StopConfig | None], pass_ks: list[int]) -> list[str]:
