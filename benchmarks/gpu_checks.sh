@@ -9,7 +9,10 @@
 # upstream's recipe, compiled steps; the fit's and the answers' wall time against the bare step; the first task's
 # fit holds the compilation, the second shows the steps alone), then `ttt-batched`, the published VARC-ViT's
 # test-time training K tasks a step (benchmarks/ttt_batched.py, compiled: K = 1, 4, 8, 16, 32 batched and K = 1, 8
-# fitted one by one, each in a process of its own: examples/s, MFU, peak GPU memory, speed-up, same answers).
+# fitted one by one, each in a process of its own: examples/s, MFU, peak GPU memory, speed-up, same answers), then
+# `loopvit`, when UPSTREAM also holds loopvit (WenjieShu/LoopViT): the published LoopViT-Large's offline step (batch
+# 32, dynamic exit on and off) and test-time-training step (batch 8) against upstream's LoopARCViT, compiled, bf16
+# (benchmarks/loopvit_step.py: examples/s, MFU, peak GPU memory, ratio).
 # Then side by side, since none of them is a timing: `tests` (pytest -m gpu), `doctor` (`arcpipe doctor --run
 # trm-arc1`), `learning` (benchmarks/learning_check.py --gpus 1), `rehearsal` (the one-GPU rehearsal of the `full`
 # target in a scratch copy, config/gpu-rehearsal.yaml) and `staged` (the staged-run scenario of docs/staged-runs.md
@@ -18,9 +21,9 @@
 # `snakemake` and `torchrun` on PATH. Exits 0; each log ends with the exit status.
 # Optional, from the environment:
 #   CHECKS="bench varc tests staged"  the checks to run, in this order of phases (default: all of bench varc ttt
-#                                    ttt-batched tests doctor learning rehearsal staged); a 15-minute GPU lease fits
-#                                    about two calls: CHECKS="varc ttt", then CHECKS="tests staged" (docs/gpu.md);
-#                                    CHECKS="ttt-batched" alone takes most of one
+#                                    ttt-batched loopvit tests doctor learning rehearsal staged); a 15-minute GPU
+#                                    lease fits about two calls: CHECKS="varc ttt", then CHECKS="tests staged"
+#                                    (docs/gpu.md); CHECKS="ttt-batched" alone takes most of one
 #   BENCH_RUNS="trm-arc1 hrm-arc1"   the benchmark's runs (default trm-arc1; about 200 s per run with upstream's)
 #   BENCH_ARGS="--no-eager --no-eval --profile 3"   more arguments of benchmarks/gpu.py (--profile N: where the
 #                                    compiled step's GPU time goes, both sides)
@@ -29,6 +32,7 @@
 #                                    in a process of its own, about 50-60 s each on an H200; 150 s cut the 2nd side)
 #   TTT_S=240                        the `ttt` check's time limit (default 240 s: 2 tasks of upstream's recipe)
 #   TTT_BATCHED_S=600                the `ttt-batched` check's time limit (default 600 s: 7 processes, each compiling)
+#   LOOPVIT_S=420                    the `loopvit` check's time limit (default 420 s: 6 processes, each compiling)
 #   VARC_TIMM=DIR                    a folder holding timm (upstream VARC needs its PatchEmbed; `pip install --target
 #                                    DIR timm==1.0.12 --no-deps`), when the machine's Python has none
 #   ADAM_ATAN2_SDIST=PATH            adam-atan2's source archive (with a setuptools_scm wheel importable): built
@@ -55,7 +59,7 @@ step() {  # step NAME SECONDS COMMAND...: the command's output and its exit stat
         torch.cuda.get_device_name(0), torch.cuda.get_device_capability(0))'
     nproc && free -g && df -h /dev/shm
 } > "$out/env.log" 2>&1
-checks=" ${CHECKS:-bench varc ttt ttt-batched tests doctor learning rehearsal staged} "
+checks=" ${CHECKS:-bench varc ttt ttt-batched loopvit tests doctor learning rehearsal staged} "
 want() { [[ $checks == *" $1 "* ]]; }
 
 rehearse() {  # rehearse NAME TARGET OVERLAY...: in a scratch copy; then the failed jobs' log tails and the summary
@@ -86,7 +90,7 @@ rehearsals() {  # the staged scenario and the full rehearsal, in the background
 }
 # without a benchmark to keep alone on the GPU, the rehearsals (which need no adam-atan2 kernel) start beside its build
 alone=false
-if want bench || want varc || want ttt || want ttt-batched; then alone=true; fi
+if want bench || want varc || want ttt || want ttt-batched || want loopvit; then alone=true; fi
 $alone || rehearsals
 if [ -n "${ADAM_ATAN2_SDIST:-}" ]; then  # the SMs it is built for come from its setup.py (8.0, 8.6, 8.9, 9.0)
     step adam-atan2-build "${ADAM_ATAN2_BUILD_S:-420}" env MAX_JOBS="$(nproc)" python3 -m pip install \
@@ -109,6 +113,10 @@ fi
 if want ttt-batched; then  # K tasks a step (eval/batched.py): is the default tasks_per_step of 1 worth raising?
     step ttt-batched "${TTT_BATCHED_S:-600}" python3 benchmarks/ttt_batched.py --preset arc --device cuda --compile \
         --epochs 4 --ks 1 4 8 16 32 --separate-ks 1 8
+fi
+if want loopvit && [ -d "$upstream/loopvit" ]; then  # the published LoopViT-Large against upstream's own model
+    step loopvit "${LOOPVIT_S:-420}" python3 benchmarks/loopvit_step.py --loopvit "$upstream/loopvit" \
+        ${timm:+--timm "$timm"} --presets large --device cuda --compile --phases offline ttt --exits on off --steps 10
 fi
 ! $alone || rehearsals
 if want tests; then
