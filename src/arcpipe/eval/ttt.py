@@ -246,6 +246,7 @@ def run_job(
 ) -> dict[str, Any]:
     """Test-time train and answer the test tasks of `job` (module doc); writes `out` (npz) last; its summary.
     compile: the run's `compile` (None: compiled on CUDA only, as its training and evaluation)."""
+    started = time.monotonic()
     evaluation = evaluation or EvaluationConfig()
     checkpoint, dataset_dir, out = Path(checkpoint), Path(dataset_dir), Path(out)
     check_verified(dataset_dir)
@@ -337,6 +338,11 @@ def run_job(
             merged["loop_steps"] = np.concatenate([p["loop_steps"] for p in ordered])
         summary = {"job": job, "jobs": cfg.jobs, "tasks": tasks, "stats": stats, "ttt": cfg.model_dump(mode="json")}
         summary["model_step"] = model_step
+        # what the job spent: this attempt's wall time from its start (the checkpoint's and the dataset's loading,
+        # the compilation, every fit and answer), plus the tasks kept from an earlier, killed attempt (their own
+        # fits and answers; that attempt's start-up is not known)
+        kept = [stats[task] for task in tasks if task not in todo]
+        summary["wall_seconds"] = round(time.monotonic() - started + sum(_task_seconds(s) for s in kept), 3)
         out.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_many(out.parent, {out.name: _npz({**merged, "summary": np.array(json.dumps(summary))})})
         shutil.rmtree(done_dir, ignore_errors=True)  # the job's file holds every task now
@@ -395,16 +401,18 @@ def collect(
             np.asarray(test.inputs[all_rows]), row_steps, example_ids[all_rows], identifiers, puzzles
         )
     stats = [task_stats for s in summaries for task_stats in s["stats"].values()]
-    task_seconds = [s["seconds"] + s.get("answer_seconds", 0.0) for s in stats]
+    task_seconds = [_task_seconds(s) for s in stats]
+    # a job file's own wall time, start-up included; one written before jobs recorded it: its tasks' seconds
+    job_seconds = [s.get("wall_seconds", sum(_task_seconds(t) for t in s["stats"].values())) for s in summaries]
     extra = {
         "ttt/steps_per_task": float(np.mean([s["steps"] for s in stats])) if stats else 0.0,
         "ttt/seconds_per_task": float(np.mean([s["seconds"] for s in stats])) if stats else 0.0,  # the fit's
         # the fit and the answers (a task answered by an earlier version of this code has no answer time)
         "ttt/wall_seconds_per_task": float(np.mean(task_seconds)) if stats else 0.0,
-        # what the jobs spent, summed over every job file's tasks (a task kept from an attempt that was killed counts
-        # its own attempt's time): the test-time training's device time in what the run spent (report.load.TTT_SECONDS,
-        # summary.hours_spent); a job's start-up and loading are not recorded
-        "ttt/wall_seconds": float(np.sum(task_seconds)),
+        # what the jobs spent, summed over the job files (each job's wall time from its start, loading and
+        # compilation included, and a task kept from an attempt that was killed with its own attempt's time): the
+        # test-time training's device time in what the run spent (report.load.TTT_SECONDS, summary.hours_spent)
+        "ttt/wall_seconds": float(np.sum(job_seconds)),
     }
     protocol = {
         **(info or {}),
@@ -471,6 +479,11 @@ def _fit_batched(
     head.train()
     max_views = max(len(views) for _, views in demonstrations.values())
     batched.fit_tasks(head, fits(), cfg, cfg.tasks_per_step, done, loss_fn, update_fn, max_views)
+
+
+def _task_seconds(stats: Mapping[str, Any]) -> float:
+    """A task's fit and answers, in seconds (a task answered by an earlier version of this code: its fit only)."""
+    return stats["seconds"] + stats.get("answer_seconds", 0.0)
 
 
 def _read_task(path: Path, key: str) -> tuple[dict[str, np.ndarray], dict[str, Any]] | None:
