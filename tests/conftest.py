@@ -69,6 +69,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.add_marker(pytest.mark.skip(reason=reason))
 
 
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """The files that took longest (setup, call and teardown of their tests, summed; wall time on the worker that ran
+    them), after --durations' tests: where CI's time goes, a file being what a worker takes (tests/run.sh)."""
+    seconds: dict[str, float] = {}
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            nodeid, duration = getattr(report, "nodeid", ""), getattr(report, "duration", None)
+            if nodeid and isinstance(duration, float):
+                path = nodeid.split("::")[0]
+                seconds[path] = seconds.get(path, 0.0) + duration
+    if len(seconds) < 2:
+        return
+    ranked = sorted(seconds.items(), key=lambda item: -item[1])
+    terminalreporter.write_sep("=", f"slowest files: {len(ranked)} files, {sum(seconds.values()):.0f} s in all")
+    for path, total in ranked[:30]:
+        terminalreporter.write_line(f"{total:8.1f}s {path}")
+
+
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """Under `--dist loadfile` (tests/run.sh), a file goes to a worker when that worker is down to its last test,
     not before: the test files are few and long (a rehearsal file holds 2 tests of minutes each), and xdist's own
