@@ -29,7 +29,8 @@ GB = 1e9
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("arch", ["trm", "hrm", "urm", "transformer"])
+# loopvit: the canvas models' head (VARC's) and a looped core whose every step keeps its activations for backward
+@pytest.mark.parametrize("arch", ["trm", "hrm", "urm", "transformer", "loopvit"])
 def test_model_within_15_percent_of_measured_cpu_peak(arch: str) -> None:
     cfg = make_arch_config(arch, "tiny", {})
     model = step_memory(cfg, num_puzzle_identifiers=10)
