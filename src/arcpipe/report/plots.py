@@ -121,6 +121,34 @@ def plot_depth(curves: pd.DataFrame, out_png: str | Path, ks: Sequence[int] = (1
     _save(fig, out_png)
 
 
+def plot_loop_steps(curves: pd.DataFrame, out_png: str | Path, ks: Sequence[int] = (1, 2)) -> None:
+    """One panel per K: pass@K (%) of the test inputs whose answers took each number of loop steps (a looped model's
+    dynamic exit), one line per run at one evaluation, each point labelled with its number of inputs.
+
+    curves: run, epoch, checkpoint, loop_steps, inputs and pass@K columns (fractions), as `tables.loop_step_curves`.
+    """
+    fig, axes = plt.subplots(1, max(len(ks), 1), figsize=(5.5 * max(len(ks), 1), 4), squeeze=False)
+    for ax, k in zip(axes[0], ks, strict=False):
+        column = f"pass@{k}"
+        for run, group in curves.groupby("run", sort=True) if column in curves else ():
+            label = f"{run} ({group['checkpoint'].iloc[0]})"
+            ax.plot(group["loop_steps"], 100 * group[column], marker="o", label=label)
+            for x, y, n in zip(group["loop_steps"], 100 * group[column], group["inputs"], strict=True):
+                ax.annotate(str(int(n)), (x, y), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=7)
+        ax.set(xlabel="loop steps taken", ylabel=f"{column} (%)", title=f"{column} by the loop steps an answer took")
+        _percent_axis(ax)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.grid(alpha=0.3)
+        if len(curves):
+            ax.legend(fontsize="small")
+    if not len(curves):
+        axes[0][0].text(
+            0.5, 0.5, "no evaluations of a looped model with loop steps yet", ha="center", va="center",
+            transform=axes[0][0].transAxes,
+        )  # fmt: skip
+    _save(fig, out_png)
+
+
 def plot_ablation(table: pd.DataFrame, out_png: str | Path, metric: str = "pass@2") -> None:
     """A sweep's arms (report/ablation.py's table): `metric` (mean over seeds, its 95% interval as a bar) against
     the GPU-hours the arm spent, one labelled point per arm, the reference hollow."""

@@ -35,7 +35,7 @@ from arcpipe.report.load import (
     load_report_inputs,
     runs_from_config,
 )
-from arcpipe.report.plots import plot_ablation, plot_accuracy, plot_depth, plot_loss, plot_passk
+from arcpipe.report.plots import plot_ablation, plot_accuracy, plot_depth, plot_loop_steps, plot_loss, plot_passk
 from arcpipe.report.quick import quick_notes
 from arcpipe.report.seeds import seed_groups, seed_table
 from arcpipe.report.selection import held_out_tasks, selection_table, task_scores
@@ -47,6 +47,7 @@ from arcpipe.report.tables import (
     dataset_table,
     depth_curves,
     learning_table,
+    loop_step_curves,
     pass_ks,
     passk_table,
     pooled_table,
@@ -229,8 +230,8 @@ def render_report(
     ensemble_paths: Sequence[str | Path] = (),
 ) -> list[Path]:
     """Write passk, comparison, seeds, datasets and learning tables (.csv, .md, .html each), passk_vs_step.png,
-    loss_vs_step.png, accuracy_vs_step.png and passk_vs_depth.png. `ensemble_paths`: metrics of checkpoint
-    ensembles, rows of passk only (`tables.passk_table`)."""
+    loss_vs_step.png, accuracy_vs_step.png, passk_vs_depth.png and passk_vs_loop_steps.png. `ensemble_paths`:
+    metrics of checkpoint ensembles, rows of passk only (`tables.passk_table`)."""
     inputs = load_report_inputs(metrics_paths, train_metrics_paths, dataset_dirs, ensemble_paths)
     runs = runs or {}
     return _write_report(Path(out_dir), inputs, runs, main_k, comparison_table(inputs.evals, runs, main_k))
@@ -398,5 +399,6 @@ def _write_report(
     )
     written += [out_dir / "accuracy_vs_step.png", *table_files(out_dir, "learning")]
     plot_depth(depth_curves(evals, inputs.metrics), out_dir / "passk_vs_depth.png", ks=plot_ks)
-    written.append(out_dir / "passk_vs_depth.png")
+    plot_loop_steps(loop_step_curves(evals, inputs.per_puzzle), out_dir / "passk_vs_loop_steps.png", ks=plot_ks)
+    written += [out_dir / "passk_vs_depth.png", out_dir / "passk_vs_loop_steps.png"]
     return written

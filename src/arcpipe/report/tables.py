@@ -252,6 +252,49 @@ def depth_curves(evals: pd.DataFrame, metrics: Mapping[str, Mapping[str, Any]]) 
     return frame.sort_values(["run", "depth"], kind="stable").reset_index(drop=True)
 
 
+def loop_step_curves(evals: pd.DataFrame, per_puzzle: Mapping[str, pd.DataFrame] | None = None) -> pd.DataFrame:
+    """(run, epoch, checkpoint, loop_steps, inputs, pass@K...) of each looped run's last evaluation whose
+    per_puzzle.csv has `mean_loop_steps` (LoopViT's, eval/write.py): its test inputs grouped by the loop steps their
+    answers took (the mean over the rows that answer an input, rounded to a whole step), pass@K of each group as a
+    fraction and the group's size. Runs without loop steps are left out; so are inputs no row answered.
+
+    evals: `load.evaluations_frame(metrics)`; per_puzzle: the per_puzzle.csv frames already read (ReportInputs'),
+    by metrics.json path. Other evaluations' files are read here: only the header of one without the column, and an
+    evaluation without a per_puzzle.csv is passed over (the report's other tables need metrics.json alone)."""
+    frames = []
+    read = per_puzzle or {}
+    for run, group in evals.groupby("run", sort=True):
+        for path, epoch in zip(group["path"].iloc[::-1], group["epoch"].iloc[::-1], strict=True):
+            table = read.get(path)
+            if table is None:
+                csv = Path(path).with_name("per_puzzle.csv")
+                if not csv.exists():
+                    continue
+                try:
+                    with csv.open() as header:
+                        if "mean_loop_steps" not in header.readline().strip().split(","):
+                            continue
+                    table = pd.read_csv(csv, dtype={"puzzle": str})
+                except OSError as err:
+                    raise ArcpipeError(f"{csv}: cannot read per-puzzle results ({err}); re-run its evaluation") from err
+            if "mean_loop_steps" not in table:
+                continue
+            table = table.dropna(subset=["mean_loop_steps"]).copy()
+            ks = [c for c in table.columns if re.fullmatch(r"pass@\d+", c)]
+            table["loop_steps"] = table["mean_loop_steps"].round().astype(int)
+            by_steps = table.groupby("loop_steps", sort=True)
+            frame = by_steps[ks].mean().reset_index()
+            frame.insert(1, "inputs", by_steps.size().to_numpy())
+            frame.insert(0, "checkpoint", Path(path).parent.name)
+            frame.insert(0, "epoch", epoch)
+            frame.insert(0, "run", run)
+            frames.append(frame)
+            break
+    if not frames:
+        return pd.DataFrame(columns=["run", "epoch", "checkpoint", "loop_steps", "inputs"])
+    return pd.concat(frames, ignore_index=True)
+
+
 # --------------------------------------------------------------------------------------------------------------
 
 
