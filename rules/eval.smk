@@ -137,7 +137,7 @@ rule evaluate_quick:
         gpu=ask.eval_resource("gpu"),
         mem_mb=ask.eval_resource("mem_mb"),
         shm_mb=ask.eval_resource("shm_mb"),
-        runtime=ask.eval_resource("runtime"),
+        runtime=ask.eval_resource("runtime", quick=True),
     params:
         data=ask.dataset_dir_for_run,
         device=ask.eval_device,

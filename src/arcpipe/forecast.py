@@ -128,6 +128,8 @@ class Forecast:
     # wall hours of one checkpoint's evaluation job (one pass with its controls, every attempt) on its evaluation
     # GPUs, at the rate eval_gpu_hours bills: what the job's time limit is sized from (arcpipe.jobs); 0 for a CPU run
     eval_job_hours: float = 0.0
+    # the same for one quick evaluation job (evaluation.quick: its share of the test tasks, no control pass)
+    quick_job_hours: float = 0.0
 
     @property
     def gpu_hours(self) -> float:
@@ -262,9 +264,12 @@ def forecast_run(
     train_flops, eval_flops = float(train_examples * train_row), float(pass_rows * eval_row)
 
     job_rows = (1 + len(evaluation.controls)) * rows * attempts  # one checkpoint's evaluation job
+    quick_rows = 0.0  # one quick evaluation job: its share of the test tasks, no control pass
+    if evaluation.quick is not None and data.test_tasks:
+        quick_rows = rows * attempts * evaluation.quick.num_tasks(data.test_tasks) / data.test_tasks
     if not run.uses_gpus:
         throughput, gpu, train_gpu_h, eval_gpu_h, train_hours, capped = None, "", 0.0, 0.0, math.nan, False
-        job_hours = 0.0
+        job_hours = quick_hours = 0.0
     else:
         gpu = run.gpu or DEFAULT_GPU
         throughput = measured or assumed_throughput(gpu, train_row, eval_row)
@@ -277,6 +282,7 @@ def forecast_run(
         eval_hours = pass_rows / throughput.eval_examples_per_s / 3600 / max(run.evaluation_gpus, 1)
         eval_gpu_h = run.gpu_hours(0.0, eval_hours)
         job_hours = job_rows / throughput.eval_examples_per_s / 3600 / max(run.evaluation_gpus, 1)  # at that rate
+        quick_hours = quick_rows / throughput.eval_examples_per_s / 3600 / max(run.evaluation_gpus, 1)
     ttt = None
     if run.ttt is not None and outcome.epochs > 0:  # it follows the last checkpoint: none when nothing trains
         # its jobs take the evaluation's GPUs (one at most): none, and they spend no GPU-hours
@@ -303,6 +309,7 @@ def forecast_run(
         eval_attempts=attempts,
         ttt=ttt,
         eval_job_hours=job_hours,
+        quick_job_hours=quick_hours,
     )
 
 

@@ -9,7 +9,8 @@ torch.
 Rules of thumb, each a documented default a run can override (docs/configuration.md, "Per-run resources"):
 * evaluation and preflight run on GPUs whenever the run trains on GPUs: `eval_gpus` (default 1) and 1 GPU;
 * a GPU evaluation's time limit is the forecast's own time for one checkpoint's evaluation job
-  (arcpipe.forecast: Forecast.eval_job_hours, the rate its eval GPU-hours bill at) x EVAL_SAFETY, plus start-up,
+  (arcpipe.forecast: Forecast.eval_job_hours, the rate its eval GPU-hours bill at; quick_job_hours for a quick
+  evaluation's job, on its share of the tasks) x EVAL_SAFETY, plus start-up,
   so a job's limit and the bill cannot disagree; on CPUs (also simulated GPUs) the test split's rows x ACT steps
   at a conservative CPU rate (EVAL_ROW_STEPS_PER_S_CPU), times the same safety, plus start-up;
   `eval_runtime_minutes` overrides either;
@@ -75,29 +76,36 @@ def limit_minutes(hours: float) -> int:
     return EVAL_STARTUP_MIN + math.ceil(EVAL_SAFETY * hours * 60)
 
 
-def evaluation_runtime(cfg: WorkflowConfig, name: str, results: Path) -> int:
+def evaluation_runtime(cfg: WorkflowConfig, name: str, results: Path, quick: bool = False) -> int:
     """Minutes for one checkpoint's evaluation (the job's time limit): `eval_runtime_minutes`, else on GPUs the
-    forecast's time for the job (`limit_minutes` of Forecast.eval_job_hours), else on CPUs the test rows x ACT
-    steps at EVAL_ROW_STEPS_PER_S_CPU."""
+    forecast's time for the job (`limit_minutes` of Forecast.eval_job_hours, or quick_job_hours for a quick one),
+    else on CPUs the test rows x ACT steps at EVAL_ROW_STEPS_PER_S_CPU (a quick one: its share of the tasks)."""
     run = cfg.runs[name]
+    quick = quick and cfg.evaluation.quick is not None  # no quick evaluations: every one is full
     if run.eval_runtime_minutes is not None:
         return run.eval_runtime_minutes
     if run.evaluation_gpus and not run.simulate_gpus:
-        return limit_minutes(run_forecast(cfg, name, results).eval_job_hours)
+        bill = run_forecast(cfg, name, results)
+        return limit_minutes(bill.quick_job_hours if quick else bill.eval_job_hours)
     rows = test_rows(cfg.datasets[run.dataset], paths.under(results, paths.DATA, dataset=run.dataset))
+    schedule = cfg.evaluation.quick
+    if quick and schedule is not None:
+        tasks = forecast.data_size(run.dataset, cfg.datasets[run.dataset], results).test_tasks
+        rows = math.ceil(rows * schedule.num_tasks(tasks) / tasks) if tasks else rows
     steps = int(run.arch_overrides.get("halt_max_steps", DEFAULT_ACT_STEPS))
     # varc: one forward pass per answer and `evaluation.canvas_attempts` answers per row (10 by default), each
     # cheaper than one ACT step of a 512-wide TRM (10 layers once against 2 layers 15 times): 16 bounds it
     return EVAL_STARTUP_MIN + math.ceil(EVAL_SAFETY * rows * steps / EVAL_ROW_STEPS_PER_S_CPU / 60)
 
 
-def evaluation_resources(cfg: WorkflowConfig, name: str, results: Path) -> dict[str, int]:
+def evaluation_resources(cfg: WorkflowConfig, name: str, results: Path, quick: bool = False) -> dict[str, int]:
+    """A checkpoint's evaluation job (quick: a quick evaluation's, evaluation.quick): its GPUs, memory and limit."""
     gpus = cfg.runs[name].evaluation_gpus
     return {
         "gpu": gpus,
         "mem_mb": 16000 + 8000 * gpus,
         "shm_mb": 2000,
-        "runtime": evaluation_runtime(cfg, name, results),
+        "runtime": evaluation_runtime(cfg, name, results, quick),
     }
 
 

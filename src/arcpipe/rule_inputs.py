@@ -400,14 +400,14 @@ class RuleInputs:
         names = {self.cfg.runs[run].dataset for run in runs} | {self.cfg.runs[run].answered_dataset for run in runs}
         return sorted(paths.DATA_VERIFIED.format(dataset=name) for name in names)
 
-    def eval_resource(self, name):
+    def eval_resource(self, name, quick=False):
         """A resource of a run's evaluation job (arcpipe.jobs.evaluation_resources): GPUs, memory, and a time limit
-        from the forecast's cost of the evaluation."""
+        from the forecast's cost of the evaluation (quick: of a quick evaluation, on its share of the tasks)."""
 
         def lookup(wildcards):
-            return evaluation_resources(self.cfg, wildcards.run, Path(paths.RESULTS))[name]
+            return evaluation_resources(self.cfg, wildcards.run, Path(paths.RESULTS), quick)[name]
 
-        lookup.__name__ = f"eval_{name}_for_run"
+        lookup.__name__ = f"{'quick' if quick else 'eval'}_{name}_for_run"
         return lookup
 
     def ttt_resource(self, name):

@@ -346,6 +346,31 @@ def test_an_evaluation_jobs_limit_is_the_forecasts_time_for_that_evaluation(resu
     assert evaluation_resources(_config(simulate_gpus=True), "hand", results)["runtime"] == 16
 
 
+def test_a_quick_evaluation_jobs_limit_is_the_forecasts_time_for_its_share_of_the_tasks(results: Path) -> None:
+    from arcpipe.jobs import EVAL_SAFETY, EVAL_STARTUP_MIN, evaluation_resources
+
+    def limits(cfg) -> tuple[int, int, float]:
+        full, quick = (evaluation_resources(cfg, "hand", results, quick)["runtime"] for quick in (False, True))
+        return full, quick, forecast_runs(cfg, results)["hand"].quick_job_hours
+
+    raw = _config().model_dump(mode="json", exclude_unset=True)
+    # 1 of the 4 test tasks (share 0.25, rounded up), without the control pass a full evaluation adds
+    quick = validate_config({**raw, "evaluation": {"quick": {"share": 0.25}, "controls": ["blank_puzzle_id"]}})
+    _throughput(results, quick, 0.04)
+    # a full job: 2 passes x 36 rows / 0.04 rows/s = 0.5 h: 15 + 45 minutes; a quick one: 36 / 4 rows = 0.0625 h
+    full, short, hours = limits(quick)
+    assert (full, hours) == pytest.approx((60, 0.0625))
+    assert short == EVAL_STARTUP_MIN + math.ceil(EVAL_SAFETY * hours * 60) == 21
+    # on CPUs the rows' share too: 36 rows x 16 ACT steps / 20 row-steps/s = 29 s (16 minutes), a quarter: 8 s
+    cpu = validate_config({**raw, "runs": {"hand": {**raw["runs"]["hand"], "gpus_per_node": 0, "gpu": None}},
+                           "evaluation": {"quick": {"share": 0.25}}})  # fmt: skip
+    assert limits(cpu)[:2] == (16, 15 + math.ceil(1.5 * 9 * 16 / 20 / 60))
+    # without evaluation.quick no job is quick: the limit is the full one
+    assert evaluation_resources(_config(), "hand", results, quick=True) == evaluation_resources(
+        _config(), "hand", results
+    )
+
+
 def test_test_time_training_on_cpu_jobs_spends_no_gpu_hours(results: Path) -> None:
     f = forecast_runs(_varc_config(eval_gpus=0), results)["hand"]  # training on GPUs, evaluations on CPUs
     assert f.ttt.steps == 29 and f.ttt.gpu_hours == 0.0 and f.eval_gpu_hours == 0.0
