@@ -11,9 +11,9 @@
   ulps is a real difference); halted flags and step counts exactly;
 * host syncs: one training step (two micro-batches' forward, loss and backward, then SparseSignSGD, AdamATan2
   or Muon, EMA: train/loop.py's train_step without the metric logging, which is the one place its numbers reach
-  the host) and the evaluation step run under `HostSyncGuard` (arcpipe.models.syncs), which records every `.item()`, `bool(tensor)`,
-  `.tolist()`, `.numpy()`, `nonzero`, boolean-mask index and `unique`. Neither makes one (`PINNED_TRAIN_SYNCS`,
-  empty, is where a deliberate one would be listed with its reason);
+  the host) and the evaluation step run under `HostSyncGuard` (arcpipe.models.syncs), which records every
+  `.item()`, `bool(tensor)`, `.tolist()`, `.numpy()`, `nonzero`, boolean-mask index and `unique`. Neither makes
+  one (`PINNED_TRAIN_SYNCS`, empty, is where a deliberate one would be listed with its reason);
 * evaluation runs exactly halt_max_steps ACT steps with no host read of the halted flags: every row is halted then,
   and predict's answers equal those of the old loop that read `halted.all()` after every step.
 
