@@ -58,11 +58,16 @@ figures of both evaluators.
 
 Writes `--out`_varc.json and `--out`_varc.png; the JSON says what else ran on the machine (`machine.beside`: the
 load average at each seed's start and end, the busiest other processes).
+
+First run (2026-11-28, 5 seeds x 400 epochs = 2,000 steps, 2-core VM shared with other sessions' test runs and
+benchmarks: load 3 to 6): 29 min in all, 2.7 to 8.3 min a seed a side; the results are benchmarks/learning_parity_varc
+.json and .png (the plot redrawn from the JSON, `plot(json["runs"], png)`, with the held-out loss panel added).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib
 import json
 import os
@@ -152,12 +157,17 @@ def run_all(args: argparse.Namespace, work: Path) -> None:
         "epochs": args.epochs,
         "eval_interval": args.eval_interval,
         "seeds": args.seeds,
-        "upstream": "lillian039/VARC offline_train_ARC.py, " + lp._commit(args.varc),
+        "upstream": f"lillian039/VARC offline_train_ARC.py ({lp._commit(args.varc)}; sha256 {_sha256(args.varc)})",
         "evaluation": "both sides' checkpoints scored by arcpipe evaluate: one view, 10 canvas attempts per test "
         "input (random scale and offset), voted; upstream's own: single view, scale 2, offset 1",
     }  # fmt: skip
     extra = {"machine": {"cpus": os.cpu_count(), "beside": beside}}
     lp.report(runs, args, time.monotonic() - started, "varc", MARGINS, finals, config, plot, extra)
+
+
+def _sha256(checkout: Path) -> str:
+    """The first 12 hex digits of upstream's script's sha256 (a scratch tree may have no git)."""
+    return hashlib.sha256((checkout / "offline_train_ARC.py").read_bytes()).hexdigest()[:12]
 
 
 def build(work: Path, data: Path) -> None:
@@ -359,31 +369,36 @@ def finals(r: dict[str, Any]) -> dict[str, float]:
 
 
 def plot(runs: dict[str, list[dict[str, Any]]], png: Path) -> None:
+    """Both sides' mean curves with min-max seed bands. `runs` as run_seeds returns them, or as the JSON holds them
+    (each run's `train` a dict of lists: `python -c` replotting from learning_parity_varc.json)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 4, figsize=(18, 4))
+    fig, axes = plt.subplots(1, 5, figsize=(22, 4.2))
     colours = {"upstream": "tab:blue", "arcpipe": "tab:orange"}
     for side, rs in runs.items():
-        n = min(len(r["train"]) for r in rs)
+        trains = [r["train"] if isinstance(r["train"], list) else _rows(r["train"]) for r in rs]
+        n = min(len(t) for t in trains)
         steps = np.arange(1, n + 1)
         for ax, key in ((axes[0], "lm_loss"), (axes[1], "accuracy")):
-            rows = np.array([lp._smooth(np.array([x[key] for x in r["train"][:n]])) for r in rs])
+            rows = np.array([lp._smooth(np.array([x[key] for x in t[:n]])) for t in trains])
             ax.plot(steps, rows.mean(0), color=colours[side], label=f"{side} (mean of {len(rs)} seeds)")
             ax.fill_between(steps, rows.min(0), rows.max(0), color=colours[side], alpha=0.25)
         ev_steps = np.array([e["step"] for e in rs[0]["evals"]])
-        for ax, key, style in ((axes[2], "test_accuracy", "o-"), (axes[3], "pass@2", "o-"), (axes[3], "pass@1", "s:")):
+        panels = ((axes[2], "test_accuracy", "o-", ""), (axes[3], "pass@2", "o-", " pass@2"))
+        panels += ((axes[3], "own_exact_accuracy", "^--", " exact, upstream's evaluate"),)
+        panels += ((axes[4], "own_loss", "o-", ""),)
+        for ax, key, style, label in panels:
             vals = np.array([[e[key] for e in r["evals"]] for r in rs])
-            ax.plot(ev_steps, vals.mean(0), style, color=colours[side], label=f"{side} {key}")
+            ax.plot(ev_steps, vals.mean(0), style, color=colours[side], label=side + label)
             ax.fill_between(ev_steps, vals.min(0), vals.max(0), color=colours[side], alpha=0.2)
-        vals = np.array([[e["own_exact_accuracy"] for e in r["evals"]] for r in rs])
-        axes[3].plot(ev_steps, vals.mean(0), "^--", color=colours[side], label=f"{side} exact, upstream's evaluate")
     axes[0].set(xlabel="step", ylabel="per-pixel loss", yscale="log", title="training loss (20-step mean)")
     axes[1].set(xlabel="step", ylim=(0, 1), title="training pixel accuracy (20-step mean)")
-    axes[2].set(xlabel="step", ylim=(0, 1), title="test pixel accuracy (arcpipe evaluate, both sides)")
-    axes[3].set(xlabel="step", ylim=(0, 1), title="test pass@2, pass@1 (arcpipe) / exact (upstream's evaluate)")
+    axes[2].set(xlabel="step", ylim=(0, 1), title="test pixel accuracy (arcpipe evaluate)")
+    axes[3].set(xlabel="step", ylim=(0, 1), title="test pass@2 (arcpipe evaluate)")
+    axes[4].set(xlabel="step", title="test loss (upstream's evaluate, one view)")
     for ax in axes:
         ax.legend(fontsize=8)
     fig.suptitle("VARC-ViT (width 64, 4 layers, 32x32 canvas) on 8 ARC-AGI-1 tasks: arcpipe vs upstream "
@@ -392,3 +407,8 @@ def plot(runs: dict[str, list[dict[str, Any]]], png: Path) -> None:
     png.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(png, dpi=90)
     plt.close(fig)
+
+
+def _rows(columns: dict[str, list[float]]) -> list[dict[str, float]]:
+    """The JSON's training columns (learning_parity._compact) as rows."""
+    return [dict(zip(columns, values, strict=True)) for values in zip(*columns.values(), strict=True)]
