@@ -332,7 +332,7 @@ def cross(result: dict[str, Any], data: Path, dest: Path) -> None:
     import torch
 
     from arcpipe.eval.evaluate import evaluate_checkpoint
-    from arcpipe.models.io import import_upstream
+    from arcpipe.models.upstream_io import import_upstream
 
     torch.set_num_threads(1)
     by_step = {e["step"]: e for e in result["evals"]}

@@ -426,14 +426,14 @@ def _models_list(args: argparse.Namespace) -> int:
 
 
 def _models_import(args: argparse.Namespace) -> int:
-    from arcpipe.models.io import import_upstream
+    from arcpipe.models.upstream_io import import_upstream
 
     import_upstream(args.arch, args.checkpoint, args.config, args.output, args.dataset)
     return 0
 
 
 def _models_export(args: argparse.Namespace) -> int:
-    from arcpipe.models.io import export_upstream
+    from arcpipe.models.upstream_io import export_upstream
 
     export_upstream(args.checkpoint, args.output)
     return 0

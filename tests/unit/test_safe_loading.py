@@ -15,7 +15,8 @@ from arcpipe.config import ArcpipeError, load_config, load_evaluation_config
 from arcpipe.data.dataset import load_split
 from arcpipe.data.verify import verify_dataset
 from arcpipe.eval.write import VOTES_FORMAT, load_votes
-from arcpipe.models.io import import_upstream, load_weights, read_weights
+from arcpipe.models.io import load_weights, read_weights
+from arcpipe.models.upstream_io import import_upstream
 from arcpipe.safeload import check_plain
 from arcpipe.train.checkpoint import STATE_FORMAT, load_state, save_atomic
 

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from arcpipe.config import ArcpipeError
-from arcpipe.models.io import _write, read_weights
+from arcpipe.models.io import read_weights, write_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +54,6 @@ def average_checkpoints(paths: Sequence[str | Path], out: str | Path) -> Path:
         for key, value in last["model"].items()
     }
     payload: dict[str, Any] = {k: v for k, v in last.items() if k != "model"}
-    _write(out, {**payload, "model": model, "averaged_from": [Path(p).name for p in paths]})
+    write_checkpoint(out, {**payload, "model": model, "averaged_from": [Path(p).name for p in paths]})
     log.info("averaged %d checkpoints (%s) -> %s", len(paths), ", ".join(map(str, paths)), out)
     return Path(out)

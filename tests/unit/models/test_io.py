@@ -10,14 +10,9 @@ import yaml
 from modelkit import NUM_IDS, SEQ_LEN, VOCAB, make_batch, tiny_head
 
 from arcpipe.config import ArcpipeError
-from arcpipe.models.io import (
-    check_identifiers,
-    export_upstream,
-    import_upstream,
-    load_weights,
-    save_weights,
-)
+from arcpipe.models.io import check_identifiers, load_weights, save_weights
 from arcpipe.models.registry import make_arch_config
+from arcpipe.models.upstream_io import export_upstream, import_upstream
 
 DATASET = {"vocab_size": VOCAB, "seq_len": SEQ_LEN, "num_puzzle_identifiers": NUM_IDS}
 

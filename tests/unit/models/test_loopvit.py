@@ -275,7 +275,8 @@ def test_upstream_checkpoint_imports_answers_upstreams_logits_and_exports_back(
     # a tiny hybrid model built and saved by upstream's code (its trainer's payload: model_state and its arguments),
     # imported with `arcpipe model import --arch loopvit`, answers upstream's logits and exits; exported, it is the
     # same payload again
-    from arcpipe.models.io import export_upstream, import_upstream, model_from_checkpoint, read_weights
+    from arcpipe.models.io import model_from_checkpoint, read_weights
+    from arcpipe.models.upstream_io import export_upstream, import_upstream
 
     rec = golden["checkpoint"]
     upstream = tmp_path / "loop_vit_base.pt"
@@ -302,7 +303,7 @@ def test_upstream_checkpoint_imports_answers_upstreams_logits_and_exports_back(
 
 def test_import_refuses_loop_vit2_by_name(golden: dict[str, Any], tmp_path: Path) -> None:
     from arcpipe.config import ArcpipeError
-    from arcpipe.models.io import import_upstream
+    from arcpipe.models.upstream_io import import_upstream
 
     payload = dict(golden["checkpoint"]["payload"])
     payload["config"] = {**payload["config"], "architecture": "loop_vit2"}

@@ -11,8 +11,9 @@ import pytest
 import torch
 
 from arcpipe.config import ArcpipeError
-from arcpipe.models.io import export_upstream, import_upstream, read_weights
+from arcpipe.models.io import read_weights
 from arcpipe.models.registry import make_arch_config
+from arcpipe.models.upstream_io import export_upstream, import_upstream
 from arcpipe.models.varc import VARCViT
 
 NUM_TASKS = 6
