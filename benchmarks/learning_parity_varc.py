@@ -298,7 +298,7 @@ def score_upstream(path: Path, task_lookup: dict[str, int], data: Path, out: Pat
     import torch
 
     from arcpipe.eval.evaluate import evaluate_checkpoint
-    from arcpipe.models.io import import_upstream
+    from arcpipe.models.upstream_io import import_upstream
 
     raw = torch.load(path, map_location="cpu", weights_only=False)
     table = raw["model_state"][TABLE]
