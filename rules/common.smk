@@ -59,7 +59,13 @@ REPORT_TABLES = {
     "datasets": "datasets",
     "learning": "curves",
 }
-REPORT_PLOTS = ["passk_vs_step", "loss_vs_step", "accuracy_vs_step", "passk_vs_depth", "passk_vs_loop_steps"]
+REPORT_PLOTS = [
+    "passk_vs_step",
+    "loss_vs_step",
+    "accuracy_vs_step",
+    "passk_vs_depth",
+    "passk_vs_loop_steps",
+]
 
 
 def report_files(folder, category=None):
