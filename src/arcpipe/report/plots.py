@@ -7,6 +7,7 @@ import io
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -98,27 +99,17 @@ def plot_depth(curves: pd.DataFrame, out_png: str | Path, ks: Sequence[int] = (1
 
     curves: run, epoch, depth (1-based ACT step) and pass@K columns (fractions), as `tables.depth_curves` gives.
     """
-    fig, axes = plt.subplots(1, max(len(ks), 1), figsize=(5.5 * max(len(ks), 1), 4), squeeze=False)
+
+    def draw(ax: Any, run: str, group: pd.DataFrame, column: str) -> None:
+        epoch = group["epoch"].iloc[0]  # one checkpoint per run
+        label = f"{run} (epoch {int(epoch)})" if pd.notna(epoch) else str(run)
+        ax.plot(group["depth"], 100 * group[column], marker="o", label=label)
+
     max_depth = int(curves["depth"].max()) if len(curves) else 1
-    for ax, k in zip(axes[0], ks, strict=False):
-        column = f"pass@{k}"
-        for run, group in curves.groupby("run", sort=True) if column in curves else ():
-            epoch = group["epoch"].iloc[0]  # one checkpoint per run
-            label = f"{run} (epoch {int(epoch)})" if pd.notna(epoch) else str(run)
-            ax.plot(group["depth"], 100 * group[column], marker="o", label=label)
-        ax.set(xlabel="ACT step", ylabel=f"{column} (%)", title=f"{column} after each ACT step")
-        ax.set_xlim(0.5, max_depth + 0.5)
-        _percent_axis(ax)
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.grid(alpha=0.3)
-        if len(curves):
-            ax.legend(fontsize="small")
-    if not len(curves):
-        axes[0][0].text(
-            0.5, 0.5, "no evaluations with pass@K per ACT step yet", ha="center", va="center",
-            transform=axes[0][0].transAxes,
-        )  # fmt: skip
-    _save(fig, out_png)
+    _panels_per_k(
+        curves, out_png, ks, draw, "ACT step", "{} after each ACT step", "no evaluations with pass@K per ACT step yet",
+        xlim=(0.5, max_depth + 0.5),
+    )  # fmt: skip
 
 
 def plot_loop_steps(curves: pd.DataFrame, out_png: str | Path, ks: Sequence[int] = (1, 2)) -> None:
@@ -127,25 +118,45 @@ def plot_loop_steps(curves: pd.DataFrame, out_png: str | Path, ks: Sequence[int]
 
     curves: run, epoch, checkpoint, loop_steps, inputs and pass@K columns (fractions), as `tables.loop_step_curves`.
     """
+
+    def draw(ax: Any, run: str, group: pd.DataFrame, column: str) -> None:
+        ax.plot(group["loop_steps"], 100 * group[column], marker="o", label=f"{run} ({group['checkpoint'].iloc[0]})")
+        for x, y, n in zip(group["loop_steps"], 100 * group[column], group["inputs"], strict=True):
+            ax.annotate(str(int(n)), (x, y), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=7)
+
+    _panels_per_k(
+        curves, out_png, ks, draw, "loop steps taken", "{} by the loop steps an answer took",
+        "no evaluations of a looped model with loop steps yet",
+    )  # fmt: skip
+
+
+def _panels_per_k(
+    curves: pd.DataFrame,
+    out_png: str | Path,
+    ks: Sequence[int],
+    draw: Any,
+    xlabel: str,
+    title: str,
+    empty: str,
+    xlim: tuple[float, float] | None = None,
+) -> None:
+    """One panel per K, pass@K (%) on a 0-100 axis against an integer x, `draw(ax, run, group, "pass@K")` drawing
+    each run's line; `empty` written in the first panel when there is no curve."""
     fig, axes = plt.subplots(1, max(len(ks), 1), figsize=(5.5 * max(len(ks), 1), 4), squeeze=False)
     for ax, k in zip(axes[0], ks, strict=False):
         column = f"pass@{k}"
         for run, group in curves.groupby("run", sort=True) if column in curves else ():
-            label = f"{run} ({group['checkpoint'].iloc[0]})"
-            ax.plot(group["loop_steps"], 100 * group[column], marker="o", label=label)
-            for x, y, n in zip(group["loop_steps"], 100 * group[column], group["inputs"], strict=True):
-                ax.annotate(str(int(n)), (x, y), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=7)
-        ax.set(xlabel="loop steps taken", ylabel=f"{column} (%)", title=f"{column} by the loop steps an answer took")
+            draw(ax, run, group, column)
+        ax.set(xlabel=xlabel, ylabel=f"{column} (%)", title=title.format(column))
+        if xlim is not None:
+            ax.set_xlim(*xlim)
         _percent_axis(ax)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
         if len(curves):
             ax.legend(fontsize="small")
     if not len(curves):
-        axes[0][0].text(
-            0.5, 0.5, "no evaluations of a looped model with loop steps yet", ha="center", va="center",
-            transform=axes[0][0].transAxes,
-        )  # fmt: skip
+        axes[0][0].text(0.5, 0.5, empty, ha="center", va="center", transform=axes[0][0].transAxes)
     _save(fig, out_png)
 
 
