@@ -71,6 +71,7 @@ import hashlib
 import importlib
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -191,9 +192,15 @@ def build(work: Path, data: Path) -> None:
 
 
 def _others() -> list[str]:
-    """The busiest other processes now (what ran beside the benchmark), `ps` style."""
+    """The busiest other processes now (what ran beside the benchmark), `ps` style, every absolute path cut to its
+    last part (`snakemake`, `loopvit_step.py`): the record names programs, not this machine's folders."""
     proc = subprocess.run(["ps", "-eo", "pcpu,etime,args", "--sort=-pcpu"], capture_output=True, text=True)
-    return [line[:160] for line in proc.stdout.splitlines()[1:6]]
+    return [without_paths(line)[:160] for line in proc.stdout.splitlines()[1:6]]
+
+
+def without_paths(text: str) -> str:
+    """`text` with every absolute path replaced by its last part."""
+    return re.sub(r"(?<![\w.])/(?:[\w.+-]+/)*([\w.+-]+)", r"\1", text)
 
 
 # ------------------------------------------------------------------------------------------------------------------
