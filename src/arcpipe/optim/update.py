@@ -17,8 +17,8 @@ def apply_update(
     grad_clip: float | None = None,
 ) -> None:
     """Upstream's order: the gradients of `clip`'s parameters clipped to a total norm of `grad_clip` (None: not
-    clipped; the norm stays on the device, no host sync), then per optimizer its groups' rate set (None: kept as
-    they are), its step, and its gradients cleared."""
+    clipped, and `clip`, which may be a generator, is not read; the norm stays on the device, no host sync), then
+    per optimizer its groups' rate set (None: kept as they are), its step, and its gradients cleared."""
     if grad_clip is not None:
         torch.nn.utils.clip_grad_norm_(list(clip), grad_clip)
     for optimizer, lr in optimizers:

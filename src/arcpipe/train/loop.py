@@ -237,7 +237,7 @@ class Trainer:
         distributed.all_reduce_grads(self.head, self.env)
         apply_update(  # the clip: the norm of the summed gradient, as every rank holds it
             [(optimizer, self.lr_of(base_lr, step, batch_index, plan)) for optimizer, base_lr in self.optimizers],
-            [p for p in self.head.parameters() if p.grad is not None],
+            (p for p in self.head.parameters() if p.grad is not None),  # listed only when grad_clip is set
             run.grad_clip,
         )
         if self.ema is not None:
