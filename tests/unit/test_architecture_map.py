@@ -27,7 +27,7 @@ def test_every_module_is_in_the_folder_map() -> None:
     folder_map = _folder_map()
     modules = [Path(p) for p in _tracked("src/arcpipe/*.py") if Path(p).name != "__init__.py"]
     missing = [
-        str(path.relative_to(ROOT / "src" / "arcpipe" if path.is_absolute() else "src/arcpipe"))
+        str(path.relative_to("src/arcpipe"))
         for path in modules
         if "_kernels" not in path.parts and not re.search(rf"(?<![\w/]){re.escape(path.name)}\b", folder_map)
     ]
