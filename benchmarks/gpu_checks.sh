@@ -32,6 +32,10 @@
 #                                    in a process of its own, about 50-60 s each on an H200; 150 s cut the 2nd side)
 #   TTT_S=240                        the `ttt` check's time limit (default 240 s: 2 tasks of upstream's recipe)
 #   TTT_BATCHED_S=600                the `ttt-batched` check's time limit (default 600 s: 7 processes, each compiling)
+#   TTT_BATCHED_ARGS="--ks 1 8 32 --separate-ks 1"   the Ks of `ttt-batched` (default: --ks 1 4 8 16 32
+#                                    --separate-ks 1 8)
+#   LOOPVIT_ARGS="--phases offline ttt --exits on"   the rows of `loopvit` (default: --phases offline ttt --exits
+#                                    on off)
 #   LOOPVIT_S=420                    the `loopvit` check's time limit (default 420 s: 6 processes, each compiling)
 #   VARC_TIMM=DIR                    a folder holding timm (upstream VARC needs its PatchEmbed; `pip install --target
 #                                    DIR timm==1.0.12 --no-deps`), when the machine's Python has none
@@ -111,12 +115,15 @@ if want ttt; then  # one task's test-time training, the published VARC-ViT and u
     step ttt "${TTT_S:-240}" python3 benchmarks/ttt_task.py --preset arc --device cuda --tasks 2 --epochs 100
 fi
 if want ttt-batched; then  # K tasks a step (eval/batched.py): is the default tasks_per_step of 1 worth raising?
+    # shellcheck disable=SC2086  # TTT_BATCHED_ARGS is a list
     step ttt-batched "${TTT_BATCHED_S:-600}" python3 benchmarks/ttt_batched.py --preset arc --device cuda --compile \
-        --epochs 4 --ks 1 4 8 16 32 --separate-ks 1 8
+        --epochs 4 ${TTT_BATCHED_ARGS:---ks 1 4 8 16 32 --separate-ks 1 8}
 fi
 if want loopvit && [ -d "$upstream/loopvit" ]; then  # the published LoopViT-Large against upstream's own model
+    # shellcheck disable=SC2086  # LOOPVIT_ARGS is a list
     step loopvit "${LOOPVIT_S:-420}" python3 benchmarks/loopvit_step.py --loopvit "$upstream/loopvit" \
-        ${timm:+--timm "$timm"} --presets large --device cuda --compile --phases offline ttt --exits on off --steps 10
+        ${timm:+--timm "$timm"} --presets large --device cuda --compile --steps 10 \
+        ${LOOPVIT_ARGS:---phases offline ttt --exits on off}
 fi
 ! $alone || rehearsals
 if want tests; then

@@ -110,7 +110,7 @@ def main() -> None:
                     try:
                         r = _spawn(args, spec)
                     except subprocess.CalledProcessError as err:
-                        print(f"{preset:<7} {phase:<8} {exit_on:<5} {side:<9} failed: {err.stderr.strip()[-300:]}")
+                        print(f"{preset:<7} {phase:<8} {exit_on:<5} {side:<9} failed:\n{err.stderr.strip()[-1500:]}")
                         continue
                     median = statistics.median(r["times_s"])
                     base = base or median
@@ -149,24 +149,27 @@ def _child(args: argparse.Namespace, spec: dict[str, Any]) -> dict[str, Any]:
     ttt = spec["phase"] == "ttt"
     batch = args.batch or (CUDA_BATCH[spec["phase"]] if device.type == "cuda" else TTT_BATCH if ttt else None)
     batch = batch or BATCH[spec["preset"]]
-    with importer._upstream_tree(args.loopvit.resolve()):
-        loop = importlib.import_module("src.ARC_LoopViT")
-        layer = importlib.import_module(LAYERS[cfg.block]).ARCTransformerEncoderLayer
-        torch.manual_seed(0)
-        upstream = loop.LoopARCViT(
-            num_tasks=NUM_TASKS,
-            image_size=cfg.image_size,
-            num_colors=cfg.num_colors,
-            embed_dim=cfg.embed_dim,
-            loop_core_depth=cfg.loop_core_depth,
-            max_loop_steps=cfg.max_loop_steps,
-            min_loop_steps=cfg.min_loop_steps,
-            num_heads=cfg.num_heads,
-            mlp_dim=cfg.mlp_dim,
-            dropout=cfg.dropout,
-            patch_size=cfg.patch_size,
-            layer_class=layer,
-        )
+    # Upstream's modules stay imported for the process's life (a process of its own): the compiler imports them
+    # again by name while it traces (held in a name of its own: a collected generator would close the tree).
+    upstream_tree = importer._upstream_tree(args.loopvit.resolve())
+    upstream_tree.__enter__()
+    loop = importlib.import_module("src.ARC_LoopViT")
+    layer = importlib.import_module(LAYERS[cfg.block]).ARCTransformerEncoderLayer
+    torch.manual_seed(0)
+    upstream = loop.LoopARCViT(
+        num_tasks=NUM_TASKS,
+        image_size=cfg.image_size,
+        num_colors=cfg.num_colors,
+        embed_dim=cfg.embed_dim,
+        loop_core_depth=cfg.loop_core_depth,
+        max_loop_steps=cfg.max_loop_steps,
+        min_loop_steps=cfg.min_loop_steps,
+        num_heads=cfg.num_heads,
+        mlp_dim=cfg.mlp_dim,
+        dropout=cfg.dropout,
+        patch_size=cfg.patch_size,
+        layer_class=layer,
+    )
     source = args.loopvit / "offline_train_loop_ARC.py"
     tree = ast.parse(source.read_text())
     node = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "_compute_gate_regularizers")

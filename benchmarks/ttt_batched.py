@@ -76,7 +76,11 @@ def main() -> None:
             cmd = [sys.executable, __file__, "--child", str(K), mode, "--preset", args.preset]
             cmd += ["--device", args.device, "--epochs", str(args.epochs), "--threads", str(args.threads)]
             cmd += ["--compile"] if args.compile else []
-            r = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+            done = subprocess.run(cmd, capture_output=True, text=True)
+            if done.returncode:  # the row says why, and the other rows still run
+                print(f"{K:>3} {mode:>9} failed (exit {done.returncode}):\n{done.stderr[-3000:]}", flush=True)
+                continue
+            r = json.loads(done.stdout)
             seconds = r["cpu_seconds"] if cpu else r["seconds"]  # one thread: its CPU time is its own work
             if mode == "separate":
                 reference.update(r["answers"])
@@ -118,9 +122,15 @@ def measure(args: argparse.Namespace, K: int, mode: str) -> dict[str, Any]:
     }
     if device.type == "cuda":
         out["peak_gpu_mib"] = torch.cuda.max_memory_allocated() / 2**20
-        flops = train_flops_per_example(make_arch_config("varc", args.preset, {}), 900)  # a row's forward + backward
-        out["mfu"] = examples * flops / seconds / peak_bf16_flops(torch.cuda.get_device_name())
+        out["mfu"] = mfu(args.preset, examples, seconds, torch.cuda.get_device_name())
     return out
+
+
+def mfu(preset: str, examples: int, seconds: float, gpu_name: str) -> float:
+    """The share of the GPU's dense bf16 peak that `examples` demonstration rows trained in `seconds` reach: each
+    row's training FLOPs (forward and backward, models/flops.py) at the canvas's 900 positions."""
+    flops = train_flops_per_example(make_arch_config("varc", preset, {}), 900).total
+    return examples * flops / seconds / peak_bf16_flops(gpu_name)
 
 
 def fit_separately(

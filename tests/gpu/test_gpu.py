@@ -175,6 +175,60 @@ def test_adam_atan2_torch_backend_steps_without_a_host_sync(compile: bool) -> No
     assert all(float(opt.state[p]["step"]) == 5 for p in params)
 
 
+@pytest.mark.parametrize("arch", ["varc", "loopvit"])
+def test_a_compiled_batched_ttt_step_is_each_task_own_on_cuda(arch: str) -> None:
+    # eval/batched.py's K forwards under vmap, compiled as a job compiles them, on CUDA: each task's loss and gradients
+    # equal its own step's. The first GPU run (2026-11-28) failed here: the memory-efficient attention's backward
+    # under vmap ("LSE is not correctly aligned (strideH)"); batched.attention_backends keeps it out.
+    from arcpipe.eval import batched, ttt
+
+    torch.manual_seed(0)
+    overrides = {"dropout": 0.0, "image_size": 32, "patch_size": 4}
+    head = build_model(
+        make_arch_config(arch, "tiny", overrides),
+        vocab_size=12,
+        seq_len=900,
+        num_puzzle_identifiers=5,
+        batch_size=4,
+        device=CUDA,
+    )
+    if arch == "loopvit":
+        head.test_time = True  # the pixel loss alone, as ttt.run_job sets it
+    rng = np.random.default_rng(0)
+    grids = [rng.integers(0, 10, size=rng.integers(2, 6, size=2), dtype=np.uint8) for _ in range(8)]
+    inputs = np.stack([to_canvas(g) for g in grids])
+    labels = np.stack([to_canvas((g + 1) % 10) for g in grids])
+    ids = np.arange(8) % 4 + 1
+    K, batches = 2, []
+    for chunk in (np.arange(4), np.arange(4, 8)):
+        batch = ttt.make_batch(inputs, labels, ids, chunk, 4, CUDA)
+        batch["canvas_draws"] = torch.rand((4, 3), dtype=torch.float64, device=CUDA)
+        batches.append(batch)
+    inner = head.model.inner
+    params = {
+        n: torch.stack([p.detach() + 0.01 * k for k in range(K)]).requires_grad_() for n, p in inner.named_parameters()
+    }
+    stacked = {key: torch.stack([b[key] for b in batches]) for key in batches[0]}
+    head.train()
+    losses = torch.compile(batched.batched_loss, fullgraph=True)(head, params, stacked)
+    grads = torch.autograd.grad(losses.sum(), list(params.values()), allow_unused=True)  # LoopViT: its exit gate
+    for k, batch in enumerate(batches):
+        with torch.no_grad():
+            for name, p in inner.named_parameters():
+                p.copy_(params[name][k])
+        inner.zero_grad(set_to_none=True)
+        loss = ttt.step_loss(head, batch)
+        loss.backward()
+        assert [g is None for g in grads] == [p.grad is None for p in inner.parameters()]
+        # bf16 autocast on both sides, other attention kernels (math batched, memory-efficient alone): bf16's rounding
+        assert abs(losses[k].item() - loss.item()) <= 2e-2 * loss.item()
+        for g, (name, p) in zip(grads, inner.named_parameters(), strict=True):
+            if g is None:
+                continue
+            scale = p.grad.abs().max().clamp_min(1e-6)
+            assert (g[k] - p.grad).abs().max() <= 5e-2 * scale, name
+
+
 @pytest.mark.parametrize("arch", list(PRESETS))
 def test_a_whole_training_step_makes_no_host_sync_on_cuda(arch: str) -> None:
     # the CPU proof (tests/unit/models/test_graphs.py) records the ops that would sync; CUDA itself says so here:

@@ -32,3 +32,15 @@ def test_benchmark_script_imports(script: str, monkeypatch: pytest.MonkeyPatch) 
     stem = script[:-3]
     users = [p.name for p in BENCHMARKS.glob("*.py") if re.search(rf"^\s*(import|from) {stem}\b", p.read_text(), re.M)]
     assert users, f"benchmarks/{script} has no main(), and no other benchmark script imports it"
+
+
+def test_ttt_batched_mfu_is_a_share_of_the_peak(monkeypatch: pytest.MonkeyPatch) -> None:
+    # printed on CUDA only, so a type error there shows after minutes of a lent GPU (2026-11-28: Flops / float)
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    spec = importlib.util.spec_from_file_location("benchmark_ttt_batched_mfu", BENCHMARKS / "ttt_batched.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    one = module.mfu("arc", 1_000, 1.0, "NVIDIA H200")
+    assert isinstance(one, float) and 0 < one < 1
+    assert module.mfu("arc", 2_000, 1.0, "NVIDIA H200") == pytest.approx(2 * one)  # linear in the rows trained

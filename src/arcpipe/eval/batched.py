@@ -38,6 +38,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 from torch.func import functional_call, vmap
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from arcpipe.config.runs import TTTConfig
 from arcpipe.data import canvas
@@ -197,7 +198,8 @@ def batched_loss(head: torch.nn.Module, params: dict[str, Tensor], batch: dict[s
         return out.logits if isinstance(out, LoopOutput) else out  # LoopViT: its loop run through, no exit
 
     dtype = head.forward_dtype
-    with torch.autocast(pixels.device.type, dtype=dtype, enabled=dtype != torch.float32):
+    autocast = torch.autocast(pixels.device.type, dtype=dtype, enabled=dtype != torch.float32)
+    with autocast, sdpa_kernel(attention_backends(pixels.device)):
         logits = vmap(one, randomness="different")(
             params, pixels.unflatten(0, (K, B)), ids.unflatten(0, (K, B)), mask.unflatten(0, (K, B))
         )  # (K, B, 12, S, S)
@@ -207,6 +209,17 @@ def batched_loss(head: torch.nn.Module, params: dict[str, Tensor], batch: dict[s
     pixel_sum = per_pixel.unflatten(0, (K, B)).flatten(1).sum(1)  # (K,)
     count = (targets != canvas.BACKGROUND).unflatten(0, (K, B)).flatten(1).sum(1)
     return pixel_sum / count.clamp_min(1) * B
+
+
+def attention_backends(device: torch.device) -> list[SDPBackend]:
+    """The attention kernels the K forwards under vmap may use on `device`. On CUDA the math kernel alone: the
+    memory-efficient kernel's backward fails under vmap ("LSE is not correctly aligned (strideH)", an H200 with
+    torch 2.11, 2026-11-28; pytorch/pytorch PR 191085 names it a limitation of that kernel), and flash attention takes
+    no mask. The same softmax attention, rounded as the math kernel rounds (a fit alone on CUDA takes the
+    memory-efficient kernel; docs/varc.md). Elsewhere the kernels a fit alone may take."""
+    if device.type == "cuda":
+        return [SDPBackend.MATH]
+    return [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION, SDPBackend.MATH]
 
 
 def adamw_update(
