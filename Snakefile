@@ -63,6 +63,7 @@ rule full:
         ask.evaluations_of("full"),
         ask.ensembles_of_runs("full"),
         FULL_REPORT,
+        FULL_TASK_PAGES,  # rules/report.smk: its task pages, task index and front page
 
 
 # `snakemake sweep_<name>`: sweep <name>'s base run and every arm (config `sweeps:`, docs/sweeps.md), trained and

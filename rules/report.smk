@@ -68,6 +68,47 @@ rule render_task_pages:
 TASK_PAGES = [paths.REPORT_TASKS, paths.REPORT_TASKS_ONE_FILE, paths.REPORT_FRONT]
 
 
+# the same for the `full` target's report (results/report/full/): its runs' planned evaluations and ensembles, and
+# the tables, plots and pooled votes of that report
+use rule render_task_pages as render_full_task_pages with:
+    input:
+        metrics=ask.one_input(
+            ask.full_evaluations_of("full") + ask.ensembles_of("full")
+        ),
+        datasets=ask.answered_datasets_of("full"),
+        tables=[
+            f"{paths.FULL_REPORT}/{t}.{x}"
+            for t in REPORT_TABLES
+            for x in ("html", "md", "csv")
+        ],
+        pooled=[
+            paths.pooled_html(paths.FULL_REPORT),
+            *paths.pooled_report(paths.FULL_REPORT).values(),
+        ],
+        plots=[f"{paths.FULL_REPORT}/{stem}.png" for stem in REPORT_PLOTS],
+    output:
+        pages=directory(paths.FULL_REPORT_TASKS),
+        one_file=(
+            report(
+                paths.FULL_REPORT_TASKS_ONE_FILE,
+                caption="../workflow/report/tasks.rst",
+                category="full runs",
+            )
+            if os.path.exists(paths.FULL_REPORT_TASKS_ONE_FILE)
+            else paths.FULL_REPORT_TASKS_ONE_FILE
+        ),
+        front=paths.FULL_REPORT_FRONT,
+    log:
+        "logs/render_task_pages/full.log",
+
+
+FULL_TASK_PAGES = [
+    paths.FULL_REPORT_TASKS,
+    paths.FULL_REPORT_TASKS_ONE_FILE,
+    paths.FULL_REPORT_FRONT,
+]
+
+
 rule pool_votes:
     input:
         votes=ask.evaluation_votes_for_report,

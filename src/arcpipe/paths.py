@@ -69,6 +69,9 @@ SWEEP_REPORT = REPORT + "/sweeps/{sweep}"
 REPORT_FRONT = REPORT + "/index.html"  # the report folder's front page: every table linked, every plot in place
 REPORT_TASKS = REPORT + "/tasks"  # a page per task and the task-by-run index.html (report/answers.py)
 REPORT_TASKS_ONE_FILE = REPORT + "/tasks.html"  # the same in one file, for `snakemake --report report.html`
+FULL_REPORT_FRONT = FULL_REPORT + "/index.html"  # the same three for the `full` target's report
+FULL_REPORT_TASKS = FULL_REPORT + "/tasks"
+FULL_REPORT_TASKS_ONE_FILE = FULL_REPORT + "/tasks.html"
 
 
 def under(results: str | Path, pattern: str, **where: object) -> Path:

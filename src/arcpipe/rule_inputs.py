@@ -308,6 +308,13 @@ class RuleInputs:
     def train_metrics_of(self, target):
         return self.per_run(target, self.at("trained", paths.TRAIN_METRICS))
 
+    def answered_datasets_of(self, target):
+        """The verify.json of every dataset whose tasks the target's runs answer: each run's own and the one its
+        test-time training answers (render_full_task_pages draws their demonstrations)."""
+        runs = self.cfg.runs_for(target)
+        names = {self.cfg.runs[run].dataset for run in runs} | {self.cfg.runs[run].answered_dataset for run in runs}
+        return sorted(paths.DATA_VERIFIED.format(dataset=name) for name in names)
+
     def evaluation_votes_of(self, target):
         return self.per_run(target, self.at("full", paths.VOTES), evaluations=True)
 

@@ -34,7 +34,7 @@ from arcpipe.config import WorkflowConfig
 COPIED = ["Snakefile", "rules", "config", "workflow", "profiles", "envs"]
 REHEARSAL = ["--configfile", "config/config.yaml", "config/rehearsal.yaml"]
 GPU_RULES = {"train_segment", "run_preflight", "evaluate_checkpoint"}
-CPU_RULES = {"build_dataset", "verify_dataset", "render_full_report", "pool_full_votes"}
+CPU_RULES = {"build_dataset", "verify_dataset", "render_full_report", "pool_full_votes", "render_full_task_pages"}
 
 
 # The SLURM rehearsal's runs, one of each training shape on SLURM: urm-arc2 (1 node x 2 GPUs, torchrun
@@ -95,6 +95,12 @@ def assert_every_full_job_finished(work: Path, cfg: WorkflowConfig) -> dict[str,
             assert (work / f"results/eval/{name}/epoch_{epoch}/metrics.json").is_file() == due, (name, epoch)
     for table in ("passk.md", "pooled.md", "comparison.md"):
         assert (work / "results/report/full" / table).is_file()
+    # its task pages: the front page, the task index and a page per answered task of every run (report/answers.py)
+    front = (work / "results/report/full/index.html").read_text()
+    assert "tasks/index.html" in front and "passk.html" in front
+    index = (work / "results/report/full/tasks/index.html").read_text()
+    assert all(name in index for name in plans), [name for name in plans if name not in index]
+    assert len(list((work / "results/report/full/tasks").glob("*.html"))) > 1
     return plans
 
 

@@ -145,7 +145,7 @@ def test_the_full_plan_has_every_segment_evaluation_and_the_report(plan_dir: Pat
     assert stats.get("check_gate", 0) == len(gated)
     assert stats["run_preflight"] == stats["write_run_config"] == runs
     # the report of the full runs is planned from the config: no checkpoint on disk is needed to see it
-    assert stats["render_full_report"] == stats["pool_full_votes"] == 1
+    assert stats["render_full_report"] == stats["pool_full_votes"] == stats["render_full_task_pages"] == 1
     assert not (plan_dir / "results").exists()
 
 
