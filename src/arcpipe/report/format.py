@@ -107,8 +107,10 @@ def _numeric(column: pd.Series) -> bool:
 
 
 def _inline_code(text: str) -> str:
+    """A note as HTML: backquoted words as code, Markdown links [text](relative/path) as links."""
     escaped = html.escape(text)
-    return re.sub(r"`([^`]+)`", r"<code>\1</code>", escaped)
+    linked = re.sub(r"\[([^\]]+)\]\(([^)\s]+)\)", r'<a href="\2">\1</a>', escaped)
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", linked)
 
 
 def _cell(value: Any) -> str:

@@ -305,6 +305,9 @@ def write_summary(out_dir: Path, cfg: WorkflowConfig, table: pd.DataFrame) -> li
         "status: how a run ended when its scores do not say it: `not started: gate ...` (a gate fell short: "
         "results/gates/), `stopped at epoch E of P: ...` (its stop rule fired: results/runs/<run>/decisions/); saved "
         "GPU-h: what the epochs a stop rule skipped would have cost at the rate of the trained ones.",
+        "Per task: [every task and what each run answered](tasks/index.html), each task's page linked from there, and "
+        "[every table and plot](index.html) on the report's front page (written by `snakemake report`, and by "
+        "`snakemake full` for its report in results/report/full/).",
     ]
     shown = compact(table, main)
     write_table(table, out_dir / "summary.csv", out_dir / "summary.md", "Results summary", notes, shown)

@@ -101,6 +101,10 @@ def test_the_summary_is_an_html_table_with_its_notes(tmp_path, config):
     assert ">2.70</td>" in page and ">5.40</td>" in page  # 8 GPUs x 0.3 h + 1 x 0.3 h, at 2.0 per GPU-hour
     assert "gpu_hours" in pd.read_csv(tmp_path / "report" / "summary.csv").columns  # the CSV keeps every column
     assert "<code>report.gpu_hour_price</code>" in page
+    # linked to the per-task pages and the front page beside it (rule render_task_pages writes them there)
+    assert '<a href="tasks/index.html">every task and what each run answered</a>' in page
+    assert '<a href="index.html">every table and plot</a>' in page
+    assert "[every task and what each run answered](tasks/index.html)" in (tmp_path / "report/summary.md").read_text()
     for stem in ("passk", "comparison", "seeds", "selection", "learning"):
         assert "<table" in (tmp_path / "report" / f"{stem}.html").read_text(), stem
 
