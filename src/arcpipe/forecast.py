@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import asdict, dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -255,18 +256,21 @@ def forecast_run(
         rows = math.ceil(rows * evaluation.quick_puzzles / data.test_tasks)
     ensemble = evaluation.ensemble_last is not None and outcome.epochs > 0
     passes = (outcome.full + ensemble) * (1 + len(evaluation.controls))
+    # one quick evaluation's rows: its share of the test tasks, no control pass (none without evaluation.quick); a
+    # fraction, exact, so that the sum over a run's quick evaluations rounds up once and from the exact value
+    quick_pass = Fraction(0)
+    if evaluation.quick is not None and data.test_tasks:
+        quick_pass = Fraction(rows * evaluation.quick.num_tasks(data.test_tasks), data.test_tasks)
     pass_rows = passes * rows  # full passes, then the quick ones on their share of the test tasks
-    if outcome.quick and evaluation.quick is not None:
-        pass_rows += math.ceil(outcome.quick * rows * evaluation.quick.num_tasks(data.test_tasks) / data.test_tasks)
+    if outcome.quick:
+        pass_rows += math.ceil(outcome.quick * quick_pass)
     attempts = evaluation.canvas_attempts if run.arch in VARC_ARCHS else 1
     pass_rows *= attempts  # a canvas model answers each row `attempts` times
     train_examples = steps * run.global_batch_size
     train_flops, eval_flops = float(train_examples * train_row), float(pass_rows * eval_row)
 
     job_rows = (1 + len(evaluation.controls)) * rows * attempts  # one checkpoint's evaluation job
-    quick_rows = 0.0  # one quick evaluation job: its share of the test tasks, no control pass
-    if evaluation.quick is not None and data.test_tasks:
-        quick_rows = rows * attempts * evaluation.quick.num_tasks(data.test_tasks) / data.test_tasks
+    quick_rows = float(quick_pass * attempts)  # one quick evaluation job
     if not run.uses_gpus:
         throughput, gpu, train_gpu_h, eval_gpu_h, train_hours, capped = None, "", 0.0, 0.0, math.nan, False
         job_hours = quick_hours = 0.0
