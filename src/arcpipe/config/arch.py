@@ -323,6 +323,13 @@ class LoopViTConfig(PatchCanvas, BaseModel):
     loop_penalty_weight: float = Field(default=1e-3, ge=0)
     train_dynamic_exit: bool = True
     eval_dynamic_exit: bool = True
+    # upstream's --exit-on-entropy-stable (its test-time-training evaluation, the early-exit script): a row answers
+    # from the first step after which its mean pixel entropy fell by less than `entropy_threshold_pct` (a fraction of
+    # the step before's) `entropy_patience` steps in a row, or from its gate's exit step when that is earlier
+    # (models/loopvit.entropy_exit_steps); evaluation only
+    exit_on_entropy_stable: bool = False
+    entropy_patience: int = Field(default=2, ge=1)
+    entropy_threshold_pct: float = Field(default=0.05, ge=0)
 
     @model_validator(mode="after")
     def _shapes_fit(self) -> LoopViTConfig:

@@ -39,6 +39,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from arcpipe.config.arch import LoopViTConfig, VARCConfig
@@ -200,6 +201,43 @@ class LoopViT(nn.Module):
 
         gate_probs = torch.stack(gates, dim=1) if gates else x.new_zeros(B, 0)
         return LoopOutput(self.project(x), gate_probs, exit_steps, exit_steps.max(), tuple(per_step))
+
+
+ENTROPY_EPS = 1e-8  # upstream's (prev - now) / (prev + 1e-8)
+
+
+def entropy_exit_steps(out: LoopOutput, patience: int, threshold: float) -> Tensor:
+    """(B,) the step each row answers from under upstream's entropy exit (`--exit-on-entropy-stable`, its
+    test-time-training evaluation): each step's mean pixel entropy over the whole canvas (softmax over the colours in
+    float32, as upstream's compute_entropy); a step whose entropy fell by less than `threshold` of the step before's
+    counts, any other resets the count, and the row exits at the first step where the count reaches `patience`;
+    then the earlier of that and the row's gate exit (`out.exit_steps`; without an exit, the last step). Upstream's
+    loop runs only up to the batch's last gate exit and looks no further; a row's own gate exit is never later, so
+    the earlier of the two is the same here, where every step runs. Needs `out.step_logits` (forward with
+    step_logits=True). Masks, no host sync: the loop is over the configured steps."""
+    if not out.step_logits:
+        raise ValueError("entropy_exit_steps needs the per-step logits: call the model with step_logits=True")
+    entropies = []
+    for logits in out.step_logits:  # (B, C, S, S)
+        logp = F.log_softmax(logits.float(), dim=1)
+        entropies.append(-(logp.exp() * logp).sum(dim=1).flatten(1).mean(dim=1))
+    exit_at = out.exit_steps.clone()
+    count = torch.zeros_like(exit_at)
+    found = torch.zeros_like(exit_at, dtype=torch.bool)
+    for step in range(1, len(entropies)):
+        before, now = entropies[step - 1], entropies[step]
+        count = torch.where((before - now) / (before + ENTROPY_EPS) < threshold, count + 1, 0)
+        hit = (count >= patience) & ~found
+        exit_at = torch.where(hit, step + 1, exit_at)
+        found = found | hit
+    return torch.minimum(exit_at, out.exit_steps)
+
+
+def logits_at_steps(out: LoopOutput, steps: Tensor) -> Tensor:
+    """(B, C, S, S) each row's logits after its step `steps[row]` (1-based), from `out.step_logits`."""
+    stacked = torch.stack(out.step_logits, dim=1)  # (B, T, C, S, S)
+    index = (steps - 1).view(-1, 1, 1, 1, 1).expand(-1, 1, *stacked.shape[2:])
+    return stacked.gather(1, index).squeeze(1)
 
 
 def loop_regularizers(out: LoopOutput, max_loop_steps: int) -> tuple[Tensor, Tensor]:

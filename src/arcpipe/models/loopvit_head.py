@@ -24,7 +24,7 @@ import torch
 from torch import Tensor
 
 from arcpipe.config.arch import LoopViTConfig
-from arcpipe.models.loopvit import LoopViT, loop_regularizers
+from arcpipe.models.loopvit import LoopViT, entropy_exit_steps, logits_at_steps, loop_regularizers
 from arcpipe.models.varc_head import VARCHead, VARCModel
 
 
@@ -37,6 +37,10 @@ class LoopViTHead(VARCHead):
     def run_model(self, pixels: Tensor, task_ids: Tensor, mask: Tensor) -> tuple[Tensor, Tensor | None, Tensor | None]:
         cfg: LoopViTConfig = self.config  # type: ignore[assignment]
         dynamic = (cfg.train_dynamic_exit and not self.test_time) if self.training else cfg.eval_dynamic_exit
+        if not self.training and cfg.exit_on_entropy_stable:  # upstream's entropy exit, in evaluation only
+            out = self.model.inner(pixels, task_ids, mask, dynamic_exit=dynamic, step_logits=True)
+            steps = entropy_exit_steps(out, cfg.entropy_patience, cfg.entropy_threshold_pct)
+            return logits_at_steps(out, steps), None, steps
         out = self.model.inner(pixels, task_ids, mask, dynamic_exit=dynamic)
         extra = None
         if self.training and not self.test_time:

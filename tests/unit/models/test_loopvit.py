@@ -250,6 +250,8 @@ def test_dynamic_exit_step_makes_no_host_sync(tiny_dataset: Path) -> None:
         head.eval()
         with torch.no_grad():
             head.step(head.initial_carry(batch), batch, ("preds", "loop_steps"))
+            head.config = head.config.model_copy(update={"exit_on_entropy_stable": True})  # upstream's entropy exit
+            head.step(head.initial_carry(batch), batch, ("preds", "loop_steps"))
     assert guard.seen == []
 
 
@@ -330,3 +332,93 @@ def test_forward_flops_at_the_planned_maximum_match_torch_counter(block: str) ->
     with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter, torch.no_grad():
         model(pixels, torch.tensor([0, 1]), mask, dynamic_exit=True)
     assert counter.get_total_flops() == eval_flops_per_step(cfg, 900).total * 2
+
+
+# --------------------------------------------------------------------------------------------------------------
+# upstream's entropy exit (--exit-on-entropy-stable, its test-time-training evaluation)
+
+
+def _upstream_entropy_exit(out: Any, row: int, patience: int, threshold: float) -> int:
+    """The rule as upstream's evaluation loop applies it to one row, step by step (utils/eval_utils_ttt.py): the
+    mean of the per-pixel entropy over the canvas, counted, reset, stopped at `patience`; the steps its loop ran;
+    then the earlier of that and the gate's exit."""
+    available = int(out.ran_steps)
+    counter, before, exit_at = 0, None, available
+    for step in range(available):
+        logits = out.step_logits[step][row].float()
+        entropy = float(-(F.softmax(logits, dim=0) * F.log_softmax(logits, dim=0)).sum(dim=0).mean())
+        if before is not None:
+            counter = counter + 1 if (before - entropy) / (before + 1e-8) < threshold else 0
+            if counter >= patience:
+                exit_at = step + 1
+                break
+        before = entropy
+    return min(exit_at, int(out.exit_steps[row]))
+
+
+def _scaled_steps(scales: list[list[float]], exits: list[int]) -> Any:
+    """A LoopOutput whose rows' per-step logits are one fixed draw times each step's scale (a larger scale, a lower
+    entropy): each row's entropy curve chosen, its gate exits as given."""
+    from arcpipe.models.loopvit import LoopOutput
+
+    g = torch.Generator().manual_seed(0)
+    base = torch.randn(len(scales), 12, 8, 8, generator=g)
+    steps = len(scales[0])
+    per_step = tuple(base * torch.tensor([row[s] for row in scales]).view(-1, 1, 1, 1) for s in range(steps))
+    exit_steps = torch.tensor(exits)
+    return LoopOutput(per_step[-1], torch.zeros(len(scales), steps), exit_steps, exit_steps.max(), per_step)
+
+
+def test_entropy_exit_follows_upstreams_rule_row_by_row() -> None:
+    from arcpipe.models.loopvit import entropy_exit_steps
+
+    # each row's entropy curve: settling at once, settling late, falling then settling, settling then a fall (a reset),
+    # never settling, settling after its gate exited, and a row whose loop stopped early (the batch's ran_steps)
+    scales = [
+        [1.0, 1.0, 1.0, 1.0, 1.0, 1.0],
+        [1.0, 2.0, 4.0, 8.0, 8.1, 8.2],
+        [1.0, 3.0, 3.05, 3.1, 9.0, 9.0],
+        [1.0, 1.01, 3.0, 3.0, 3.0, 3.0],
+        [1.0, 2.0, 4.0, 8.0, 16.0, 32.0],
+        [1.0, 2.0, 4.0, 8.0, 8.0, 8.0],
+        [1.0, 2.0, 4.0, 4.0, 4.0, 4.0],
+    ]
+    exits = [6, 6, 6, 6, 6, 3, 5]
+    for patience in (1, 2, 3):
+        for threshold in (0.0, 0.05, 0.5):
+            out = _scaled_steps(scales, exits)
+            got = entropy_exit_steps(out, patience, threshold).tolist()
+            want = [_upstream_entropy_exit(out, row, patience, threshold) for row in range(len(scales))]
+            assert got == want, (patience, threshold)
+    out = _scaled_steps(scales, exits)
+    assert entropy_exit_steps(out, 2, 0.05).tolist() == [3, 6, 4, 5, 6, 3, 5]  # the rule's cases, spelled out
+    # the batch's loop ran 4 steps (every row's gate exited by then): no later step may be chosen
+    early = _scaled_steps(scales, [4, 4, 4, 4, 4, 3, 4])
+    assert max(entropy_exit_steps(early, 1, 0.5).tolist()) <= 4
+
+
+def test_entropy_exit_answers_from_the_chosen_step_in_evaluation_only(tiny_dataset: Path) -> None:
+    from arcpipe.data import canvas
+    from arcpipe.models.loopvit import entropy_exit_steps
+
+    head, batch = _canvas_head(
+        tiny_dataset, dropout=0.0, exit_on_entropy_stable=True, entropy_patience=1, entropy_threshold_pct=0.5
+    )
+    pixels, mask = canvas.encode_inputs(batch["inputs"], head.place(batch), head.config.image_size)
+    ids = batch["puzzle_identifiers"].long()
+    head.eval()
+    with torch.no_grad():
+        logits, _, steps = head.run_model(pixels, ids, mask)
+        out = head.model.inner(pixels, ids, mask, dynamic_exit=head.config.eval_dynamic_exit, step_logits=True)
+        _, _, _, outputs = head.step(head.initial_carry(batch), batch, ("loop_steps",))
+    assert steps.tolist() == entropy_exit_steps(out, 1, 0.5).tolist() == outputs["loop_steps"].tolist()
+    assert (steps < head.config.max_loop_steps).any()  # at 50% some row settles before the last step
+    for row, step in enumerate(steps.tolist()):
+        assert torch.equal(logits[row], out.step_logits[step - 1][row])
+    assert not torch.equal(logits, out.logits)
+    # training never takes it (upstream's trainers do not): the last step's logits, as with the option off
+    head.train()
+    on, _, _ = head.run_model(pixels, ids, mask)
+    head.config = head.config.model_copy(update={"exit_on_entropy_stable": False})
+    off, _, _ = head.run_model(pixels, ids, mask)
+    assert torch.equal(on, off)
