@@ -7,8 +7,9 @@ tests/workflow/test_smoke_research.py (seeds 0 and 1, ensemble_last 2, selection
 Every evaluation file, submission, vote file, report table (CSV, Markdown, HTML), selection list and run config is
 hashed; fields that hold times (wall time, step time, examples per second, and the GPU-hours and cost derived from
 them) are removed first, so two runs of the same code give the same fingerprints. The checkpoints are fingerprinted
-too: when they differ (another CPU's kernels round differently), the evaluation outputs cannot be compared and the
-test says so instead of failing.
+too, by their tensors alone (every tensor's key path, dtype, shape and bytes; not the file, whose run config and
+config hash change with any new config field): when the weights differ (another CPU's kernels round differently),
+the evaluation outputs cannot be compared and the test says so instead of failing.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ def fingerprints(work: Path) -> dict[str, dict[str, str]]:
         if path.name not in TIMED_TEXT
     }
     checkpoints = {
-        str(path.relative_to(results)): _sha256(path.read_bytes())
+        str(path.relative_to(results)): _tensors_sha256(path)
         for pattern in CHECKPOINTS
         for path in sorted(results.glob(pattern))
     }
@@ -79,6 +80,30 @@ def _drop_timed(value):  # noqa: ANN001, ANN202
 
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def _tensors_sha256(path: Path) -> str:
+    """The sha256 of a checkpoint's tensors: each one's key path, dtype, shape and bytes, in key order."""
+    import torch
+
+    from arcpipe.models.io import torch_load_checkpoint
+
+    digest = hashlib.sha256()
+
+    def walk(value, key: str) -> None:  # noqa: ANN001
+        if isinstance(value, torch.Tensor):
+            tensor = value.detach().cpu().contiguous()
+            digest.update(f"{key}|{tensor.dtype}|{tuple(tensor.shape)}|".encode())
+            digest.update(tensor.view(torch.uint8).numpy().tobytes() if tensor.numel() else b"")
+        elif isinstance(value, dict):
+            for k in sorted(value, key=str):
+                walk(value[k], f"{key}.{k}")
+        elif isinstance(value, (list, tuple)):
+            for i, v in enumerate(value):
+                walk(v, f"{key}[{i}]")
+
+    walk(torch_load_checkpoint(path), "")
+    return digest.hexdigest()
 
 
 if __name__ == "__main__":
