@@ -127,7 +127,7 @@ if want loopvit && [ -d "$upstream/loopvit" ]; then  # the published LoopViT-Lar
 fi
 ! $alone || rehearsals
 if want tests; then
-    step gpu-tests "$parallel_s" python3 -m pytest -m gpu -q -rA -p no:cacheprovider --timeout 200 -W ignore \
+    step gpu-tests "$parallel_s" python3 -m pytest -m gpu -v -p no:cacheprovider --timeout 200 -W ignore \
         tests/gpu tests/unit/train/test_checkpoint_rng.py &
 fi
 if want doctor; then
