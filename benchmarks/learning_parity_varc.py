@@ -62,6 +62,30 @@ load average at each seed's start and end, the busiest other processes).
 First run (2026-11-28, 5 seeds x 400 epochs = 2,000 steps, 2-core VM shared with other sessions' test runs and
 benchmarks: load 3 to 6): 29 min in all, 2.7 to 8.3 min a seed a side; the results are benchmarks/learning_parity_varc
 .json and .png (the plot redrawn from the JSON, `plot(json["runs"], png)`, with the held-out loss panel added).
+
+**The held-out loss gap, looked into (2026-11-28, one core, scripts outside the repository).** Three more seeds a
+side (5-7, the same configuration, upstream's own evaluate at epoch 400): upstream 1.891, 2.054, 1.936; arcpipe
+2.257, 1.976, 2.128. Over the 8 seeds a side: 1.879 (sd 0.126) and 2.028 (sd 0.137), arcpipe higher by 0.150
+(90% CI +0.033 to +0.266; permutation test p = 0.04); the training loss 0.251 and 0.259 (equivalent). The gap is
+not the data or the step, as far as these checks reach:
+
+* each training row's canvas (Trainer.draw -> VARCHead.place -> canvas.encode_*) equals upstream's own construction
+  (pad_grid_with_translation on the np.repeat-scaled grids) at the same example, scale and offset: 2,800 rows,
+  none differ; the rows are the 35 demonstrations exactly (no test pair trained on, on either side);
+* over a whole run (seed 0, 2,000 steps) every example is drawn 400 times on each side, and per example the scale
+  and the (scale, x) and (scale, y) pairs are one distribution (105 chi-square tests: 3 below p = 0.05);
+* the learning rate at every one of the 2,000 steps is upstream's LambdaLR factor of the step's epoch;
+* under one torch seed arcpipe's VARCViT and upstream's ARCViT start from the same bits;
+* dropout (SDPA's on the attention weights, nn.Dropout elsewhere) is on during training and draws new masks every
+  step; on one batch and the same weights, 300 draws a side give the same loss and gradient-norm distributions;
+* upstream's augmentation stream is `random.Random(42)` for every seed (src/ARC_loader.py L103): its seeds share one
+  stream of scales and offsets. Reseeded (1005-1007) it scores 1.926, 1.928, 1.737: the same level, so stream 42 is
+  not a lucky one.
+
+Where the gap sits: the held-out set is 11 pairs (388 pixels at scale 2); on the benchmark's checkpoints two of
+them, 25d8a9c8 (+0.77 per pixel) and 0d3d703e (+0.36), carry 98% of it. Not yet run: a cross-over (arcpipe's
+Trainer fed upstream's own DataLoader rows and draws over the whole run with dropout on, and the reverse), which
+would say whether the gap follows the data path or the step.
 """
 
 from __future__ import annotations
