@@ -61,6 +61,12 @@ class MetricsLog:
         """Drop lines past `step`: a resumed run re-trains them, so they would appear twice."""
         if not self.enabled or not self.path.exists():
             return
+        # the open file is replaced below: lines written to it afterwards would go to the old file, lost (a process
+        # that trains several segments, train_until after train_until); the next write opens the new one
+        self.flush()
+        if self._file is not None:
+            self._file.close()
+            self._file = None
         kept = [line for line in self._lines() if json.loads(line)["step"] <= step]
         tmp = self.path.with_name(self.path.name + ".tmp")
         tmp.write_text("".join(kept))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -163,3 +164,23 @@ def test_a_sweeps_arms_are_one_wandb_group_and_each_arm_a_job_type() -> None:
     assert wandb_grouping(arm, "depth-H_cycles_1-s0") == {"group": "sweep-depth", "job_type": "depth-H_cycles_1"}
     assert wandb_grouping({"seed_group": "trm-arc1", "sweep": None}, "trm-arc1-s1") == {"group": "trm-arc1"}
     assert wandb_grouping({}, "trm-arc1") == {"group": "trm-arc1"}
+
+
+def test_lines_written_after_a_cut_back_reach_the_metrics_file(tmp_path: Path) -> None:
+    # one process that trains several segments (train_until after train_until, as the benchmarks do): the cut back
+    # replaces the side file while it is open, and the lines written after it must land in the new one
+    log = tracking.MetricsLog(tmp_path / "side.jsonl", enabled=True)
+    for step in range(1, 6):
+        log.write({"step": step, "epoch": step / 2})
+    log.truncate_after(3)
+    for step in (4, 5):
+        log.write({"step": step, "epoch": step / 2, "again": True})
+    log.export(tmp_path / "metrics.jsonl", since_epoch=0)
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [(r["step"], r.get("again", False)) for r in rows] == [
+        (1, False),
+        (2, False),
+        (3, False),
+        (4, True),
+        (5, True),
+    ]
