@@ -82,6 +82,34 @@ def report_files(folder, category=None):
     return files + [f"{folder}/selection_tasks.json"]
 
 
+def task_page_links(folder):
+    """What the front page of a report folder links (render_task_pages's inputs, report/answers.py):
+    render_report's tables and plots and pool_votes's table."""
+    return {
+        "tables": [
+            f"{folder}/{t}.{x}" for t in REPORT_TABLES for x in ("html", "md", "csv")
+        ],
+        "pooled": [paths.pooled_html(folder), *paths.pooled_report(folder).values()],
+        "plots": [f"{folder}/{stem}.png" for stem in REPORT_PLOTS],
+    }
+
+
+def task_page_files(folder, category):
+    """render_task_pages's outputs in folder (paths.task_pages): the pages, the front page, and the same pages in
+    one file (a report.html embeds no folder of pages), in the Snakemake report under `category` once it is made:
+    `snakemake smoke && snakemake --report report.html report` then still renders, without it.
+    """
+    files = paths.task_pages(folder)
+    one = files["one_file"]
+    if os.path.exists(one):
+        one = report(one, caption="../workflow/report/tasks.rst", category=category)
+    return {
+        "pages": directory(files["pages"]),
+        "one_file": one,
+        "front": files["front"],
+    }
+
+
 def ancient_input(lookup):
     """An input function whose file counts as old: a newer copy (re-verified, rebuilt the same) re-runs nothing."""
 

@@ -26,33 +26,11 @@ rule render_report:
 # changes. Part of the `report` target (Snakefile), not of `smoke`'s files.
 rule render_task_pages:
     input:
+        **task_page_links(paths.REPORT),  # common.smk: what the front page links
         metrics=ask.task_page_evaluations,  # arcpipe.rule_inputs: the report's evaluations and ensembles
         datasets=ask.answered_datasets_for_report,  # their demonstrations (test_puzzles.json)
-        # what the front page links: render_report's tables and plots, pool_votes's table (report/answers.py)
-        tables=[
-            f"{paths.REPORT}/{t}.{x}"
-            for t in REPORT_TABLES
-            for x in ("html", "md", "csv")
-        ],
-        pooled=[
-            paths.pooled_html(paths.REPORT),
-            *paths.pooled_report(paths.REPORT).values(),
-        ],
-        plots=[f"{paths.REPORT}/{stem}.png" for stem in REPORT_PLOTS],
     output:
-        pages=directory(paths.REPORT_TASKS),
-        # the same in one file (a report.html embeds no folder of pages), in the Snakemake report once it is made:
-        # `snakemake smoke && snakemake --report report.html report` then still renders, without it
-        one_file=(
-            report(
-                paths.REPORT_TASKS_ONE_FILE,
-                caption="../workflow/report/tasks.rst",
-                category="tasks",
-            )
-            if os.path.exists(paths.REPORT_TASKS_ONE_FILE)
-            else paths.REPORT_TASKS_ONE_FILE
-        ),
-        front=paths.REPORT_FRONT,
+        **task_page_files(paths.REPORT, "tasks"),  # common.smk: the pages, in a folder and in one file
     log:
         "logs/render_task_pages/report.log",
     conda:
@@ -65,48 +43,25 @@ rule render_task_pages:
 
 
 # the `report` target's files beyond REPORT (Snakefile)
-TASK_PAGES = [paths.REPORT_TASKS, paths.REPORT_TASKS_ONE_FILE, paths.REPORT_FRONT]
+TASK_PAGES = list(paths.task_pages(paths.REPORT).values())
 
 
 # the same for the `full` target's report (results/report/full/): its runs' planned evaluations and ensembles, and
 # the tables, plots and pooled votes of that report
 use rule render_task_pages as render_full_task_pages with:
     input:
+        **task_page_links(paths.FULL_REPORT),
         metrics=ask.one_input(
             ask.full_evaluations_of("full") + ask.ensembles_of("full")
         ),
         datasets=ask.answered_datasets_of("full"),
-        tables=[
-            f"{paths.FULL_REPORT}/{t}.{x}"
-            for t in REPORT_TABLES
-            for x in ("html", "md", "csv")
-        ],
-        pooled=[
-            paths.pooled_html(paths.FULL_REPORT),
-            *paths.pooled_report(paths.FULL_REPORT).values(),
-        ],
-        plots=[f"{paths.FULL_REPORT}/{stem}.png" for stem in REPORT_PLOTS],
     output:
-        pages=directory(paths.FULL_REPORT_TASKS),
-        one_file=(
-            report(
-                paths.FULL_REPORT_TASKS_ONE_FILE,
-                caption="../workflow/report/tasks.rst",
-                category="full runs",
-            )
-            if os.path.exists(paths.FULL_REPORT_TASKS_ONE_FILE)
-            else paths.FULL_REPORT_TASKS_ONE_FILE
-        ),
-        front=paths.FULL_REPORT_FRONT,
+        **task_page_files(paths.FULL_REPORT, "full runs"),
     log:
         "logs/render_task_pages/full.log",
 
 
-FULL_TASK_PAGES = [
-    paths.FULL_REPORT_TASKS,
-    paths.FULL_REPORT_TASKS_ONE_FILE,
-    paths.FULL_REPORT_FRONT,
-]
+FULL_TASK_PAGES = list(paths.task_pages(paths.FULL_REPORT).values())
 
 
 rule pool_votes:

@@ -66,12 +66,6 @@ ARCHIVE = "results/archive/{name}"  # `arcpipe run archive`: a run's training an
 REPORT = "results/report"
 FULL_REPORT = REPORT + "/full"  # the `full` target's runs
 SWEEP_REPORT = REPORT + "/sweeps/{sweep}"
-REPORT_FRONT = REPORT + "/index.html"  # the report folder's front page: every table linked, every plot in place
-REPORT_TASKS = REPORT + "/tasks"  # a page per task and the task-by-run index.html (report/answers.py)
-REPORT_TASKS_ONE_FILE = REPORT + "/tasks.html"  # the same in one file, for `snakemake --report report.html`
-FULL_REPORT_FRONT = FULL_REPORT + "/index.html"  # the same three for the `full` target's report
-FULL_REPORT_TASKS = FULL_REPORT + "/tasks"
-FULL_REPORT_TASKS_ONE_FILE = FULL_REPORT + "/tasks.html"
 
 
 def under(results: str | Path, pattern: str, **where: object) -> Path:
@@ -119,6 +113,13 @@ EVAL_FILES = {
 def pooled_report(folder: str) -> dict[str, str]:
     """The pooled-votes table of a report folder, as rule pool_votes writes it (and `pooled_html`)."""
     return {"md": f"{folder}/pooled.md", "csv": f"{folder}/pooled.csv"}
+
+
+def task_pages(folder: str) -> dict[str, str]:
+    """A report folder's per-task pages, as rule render_task_pages writes them (report/answers.py): `pages`, a page
+    per task and the task-by-run index.html; `one_file`, the same in one file, for `snakemake --report report.html`;
+    `front`, the folder's front page, every table linked, every plot in place."""
+    return {"pages": f"{folder}/tasks", "one_file": f"{folder}/tasks.html", "front": f"{folder}/index.html"}
 
 
 def pooled_html(folder: str) -> str:

@@ -309,9 +309,12 @@ class RuleInputs:
         return self.per_run(target, self.at("trained", paths.TRAIN_METRICS))
 
     def answered_datasets_of(self, target):
-        """The verify.json of every dataset whose tasks the target's runs answer: each run's own and the one its
-        test-time training answers (render_full_task_pages draws their demonstrations)."""
-        runs = self.cfg.runs_for(target)
+        """The verify.json of every dataset whose tasks the target's runs answer (render_full_task_pages)."""
+        return self._answered_datasets(self.cfg.runs_for(target))
+
+    def _answered_datasets(self, runs):
+        """The verify.json of every dataset whose tasks `runs` answer: each run's own and the one its test-time
+        training answers (the per-task pages draw their demonstrations)."""
         names = {self.cfg.runs[run].dataset for run in runs} | {self.cfg.runs[run].answered_dataset for run in runs}
         return sorted(paths.DATA_VERIFIED.format(dataset=name) for name in names)
 
@@ -401,11 +404,8 @@ class RuleInputs:
         return self.evaluations_for_report(wildcards) + self.ensembles_for_report(wildcards)
 
     def answered_datasets_for_report(self, wildcards):
-        """The verify.json of every dataset whose tasks the report's runs answer: each run's own and the one its
-        test-time training answers (the per-task pages draw their demonstrations)."""
-        runs = {run for run, _ in self.report_boundaries()}
-        names = {self.cfg.runs[run].dataset for run in runs} | {self.cfg.runs[run].answered_dataset for run in runs}
-        return sorted(paths.DATA_VERIFIED.format(dataset=name) for name in names)
+        """The verify.json of every dataset whose tasks the report's runs answer (render_task_pages)."""
+        return self._answered_datasets({run for run, _ in self.report_boundaries()})
 
     def eval_resource(self, name, quick=False):
         """A resource of a run's evaluation job (arcpipe.jobs.evaluation_resources): GPUs, memory, and a time limit

@@ -50,8 +50,9 @@ CANDIDATES_LISTED = 5  # candidates whose votes are listed
 CELL = 12  # pixels per cell on the page, at most
 BOX = 240  # pixels a grid's longer side takes at most (a 30 x 30 grid: 8 per cell)
 INDEX = "index.html"
-TASKS = Path(paths.REPORT_TASKS).relative_to(paths.REPORT).as_posix()  # the pages' folder in a report folder
-ONE_FILE = Path(paths.REPORT_TASKS_ONE_FILE).relative_to(paths.REPORT).as_posix()  # the pages in one file, beside it
+_HERE = paths.task_pages(".")
+TASKS = Path(_HERE["pages"]).as_posix()  # the pages' folder in a report folder
+ONE_FILE = Path(_HERE["one_file"]).as_posix()  # the pages in one file, beside it
 
 # a task's status in one evaluation, its mark and what it means (the index's legend)
 STATUSES = {
