@@ -7,6 +7,7 @@ import importlib.util
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,15 +17,7 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 @pytest.mark.parametrize("script", sorted(p.name for p in BENCHMARKS.glob("*.py")))
 def test_benchmark_script_imports(script: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(BENCHMARKS))  # as `python benchmarks/X.py` runs: its siblings import
-    name = f"benchmark_{script[:-3]}"
-    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / script)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up there
-    try:
-        spec.loader.exec_module(module)  # the script's imports and definitions; main() runs under __main__ only
-    finally:
-        del sys.modules[name]
+    module = _load(script)
     if callable(getattr(module, "main", None)):
         return
     # a script's library (learning_parity_varc.py: learning_parity.py --varc's side) has no main of its own, and a
@@ -37,10 +30,21 @@ def test_benchmark_script_imports(script: str, monkeypatch: pytest.MonkeyPatch) 
 def test_ttt_batched_mfu_is_a_share_of_the_peak(monkeypatch: pytest.MonkeyPatch) -> None:
     # printed on CUDA only, so a type error there shows after minutes of a lent GPU (2026-11-28: Flops / float)
     monkeypatch.syspath_prepend(str(BENCHMARKS))
-    spec = importlib.util.spec_from_file_location("benchmark_ttt_batched_mfu", BENCHMARKS / "ttt_batched.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _load("ttt_batched.py")
     one = module.mfu("arc", 1_000, 1.0, "NVIDIA H200")
     assert isinstance(one, float) and 0 < one < 1
     assert module.mfu("arc", 2_000, 1.0, "NVIDIA H200") == pytest.approx(2 * one)  # linear in the rows trained
+
+
+def _load(script: str) -> Any:
+    """benchmarks/`script` imported as a module: its imports and definitions; main() runs under __main__ only."""
+    name = f"benchmark_{script[:-3]}"
+    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / script)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up there
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        del sys.modules[name]
+    return module
