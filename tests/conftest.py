@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import resource
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -69,22 +70,50 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.add_marker(pytest.mark.skip(reason=reason))
 
 
+def _cpu_seconds() -> float:
+    """CPU seconds (user and system) of this process and of every child it has waited for, theirs included: a
+    Snakemake run's jobs, torchrun's workers. Not a SLURM job's (slurmd's child) nor a child still running."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
+    """Each phase's report carries the CPU seconds spent since the phase before it ended (user property `cpu_s`),
+    so that the summary can say where CI's CPU goes; it travels with the report from an xdist worker."""
+    outcome = yield
+    now = _cpu_seconds()
+    started = getattr(item.session, "_arcpipe_cpu_mark", now)
+    item.session._arcpipe_cpu_mark = now
+    outcome.get_result().user_properties.append(("cpu_s", now - started))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    session._arcpipe_cpu_mark = _cpu_seconds()
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     """The files that took longest (setup, call and teardown of their tests, summed; wall time on the worker that ran
-    them), after --durations' tests: where CI's time goes, a file being what a worker takes (tests/run.sh)."""
+    them, and the CPU seconds of that worker and its waited-for children meanwhile), after --durations' tests: where
+    CI's time goes, a file being what a worker takes (tests/run.sh). Two workers share 2 cores, so CPU seconds, not
+    wall seconds, say what a file costs the machine."""
     seconds: dict[str, float] = {}
+    cpu: dict[str, float] = {}
     for reports in terminalreporter.stats.values():
         for report in reports:
             nodeid, duration = getattr(report, "nodeid", ""), getattr(report, "duration", None)
             if nodeid and isinstance(duration, float):
                 path = nodeid.split("::")[0]
                 seconds[path] = seconds.get(path, 0.0) + duration
+                used = dict(getattr(report, "user_properties", ())).get("cpu_s", 0.0)
+                cpu[path] = cpu.get(path, 0.0) + used
     if len(seconds) < 2:
         return
     ranked = sorted(seconds.items(), key=lambda item: -item[1])
-    terminalreporter.write_sep("=", f"slowest files: {len(ranked)} files, {sum(seconds.values()):.0f} s in all")
+    title = f"slowest files: {len(ranked)} files, {sum(seconds.values()):.0f} s in all, {sum(cpu.values()):.0f} CPU-s"
+    terminalreporter.write_sep("=", title)
     for path, total in ranked[:30]:
-        terminalreporter.write_line(f"{total:8.1f}s {path}")
+        terminalreporter.write_line(f"{total:8.1f}s {cpu[path]:8.1f} CPU-s {path}")
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
