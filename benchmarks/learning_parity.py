@@ -2,11 +2,15 @@
 configuration, several seeds each, with an equivalence test on the final figures.
 
     python benchmarks/learning_parity.py --trm TRM --adam-atan2 SDIST [--seeds 0 1 2] [--epochs 80]
-        [--eval-interval 20] [--arcpipe-epochs EPOCHS INTERVAL] [--work DIR] [--out benchmarks/learning_parity]
+        [--eval-interval 20] [--arcpipe-epochs EPOCHS INTERVAL] [--one-at-a-time] [--work DIR [--reuse]]
+        [--out benchmarks/learning_parity]
+    python benchmarks/learning_parity.py --hrm HRM --urm URM --adam-atan2 SDIST [--seeds 0 1 2] [--epochs 40] ...
     PYTHONPATH=TIMM_DIR python benchmarks/learning_parity.py --varc VARC [--seeds 0 1 2] [--work DIR]
 
 VARC's side (`--varc`, upstream's `offline_train_ARC.py`): benchmarks/learning_parity_varc.py, which says what it
-runs; it shares this file's seed loop, arcpipe worker, equivalence tests and JSON. The rest of this page is TRM's.
+runs; it shares this file's seed loop, arcpipe worker, equivalence tests and JSON. HRM's and URM's (`--hrm`,
+`--urm`: scratch checkouts of sapientinc/HRM and of URM) are TRM's run with another model: the section "HRM and URM"
+below says what differs. The rest of this page is TRM's.
 
 TRM is a scratch checkout of upstream TinyRecursiveModels (outside this repository) and SDIST the unpacked source
 distribution of adam-atan2 0.0.3; upstream's extra dependencies (hydra-core, omegaconf, coolname, argdantic) must
@@ -55,9 +59,42 @@ pooled: that they give upstream's in-run pass@1 and pass@2 at every evaluation i
 rule is the one upstream's evaluator applies).
 
 Writes `--out`_trm.json (curves per seed and side, finals, tests) and `--out`_trm.png (both sides' mean curves with
-min-max seed bands).
+min-max seed bands); `--out`_hrm and `--out`_urm likewise.
 
-TRM and VARC so far (HRM and URM not written yet). At the default 155 steps (about 45 minutes for 3 seeds on the
+`--one-at-a-time` runs the two sides of a seed one after the other (one process at a time, for a machine shared
+with other work; each side's wall time is then its own). With `--work DIR --reuse`, a seed whose two sides DIR
+already holds, finished by the same commands (each side's final.json), is read back instead of run: seeds can be
+added to a benchmark one invocation at a time, each writing the JSON and plot of all seeds so far.
+
+**HRM and URM** (FAMILIES: the model and how upstream's config is told it; data, TRAIN, sides, figures, tests and
+margins as TRM's). Upstream's `pretrain.py` of each (HRM: sapientinc/HRM, URM: zitian-gao/URM) descends from the same
+code: same PuzzleDataset (one `data_path`), same AdamATan2 and sparse puzzle-embedding SignSGD, same W&B logging;
+cpu_tree's rewrites cover both trees (HRM: pretrain.py 8, evaluate.py 4; URM: pretrain.py 9,
+evaluate_trained_model.py 2), no new one needed.
+
+* HRM_MODEL: hidden 64, 2 heads, expansion 2, H and L one layer and one cycle each, 4 ACT steps, exploration 0.1
+  (its puzzle embedding one position wide: puzzle_emb_ndim = hidden). Upstream's HRM has no `forward_dtype` in its
+  arch yaml (`+arch.forward_dtype=float32`, a field of its model config) and no `seed` in its config (`+seed`).
+  Its evaluation reports the test split's token and exact accuracy only (no ARC evaluator in its trainer): its
+  pass@K are its checkpoints' votes scored by `arcpipe evaluate` and pooled over the run's evaluations (the rule
+  TRM's and URM's evaluators apply, checked against theirs), so the `pass@1`/`pass@2` rows (an evaluator's own
+  figure on each side) are not tested for HRM; `pass@2 alone` and `pass@2 pooled` are.
+* URM_MODEL: hidden 64, 2 heads, expansion 2, 2 layers, H and L one cycle each, `loops` 4 (its ACT limit;
+  exploration 0.1, hard-coded upstream). Forward in float32 on both sides (`+arch.forward_dtype=float32`) but for
+  ConvSwiGLU's depthwise conv, which upstream hard-codes in bfloat16: arcpipe's default (conv_dtype bfloat16,
+  conv_impl conv1d) computes it the same way. Two things upstream's trainer does as written are changed, neither
+  in the training arithmetic: its `save_code_and_config`, called with one of its two arguments (a TypeError
+  before the first step), is a no-op (it only writes the config), which is why upstream's script is imported and
+  its `launch()` called rather than run as __main__; and `+loop_deltas=['0']`, so that each evaluation runs at the
+  trained loops only (with its default the first one also runs at loops + 8 and its ARC evaluator pools those votes
+  into every later pass@K). EMA off on both sides (upstream's top-level `ema`; its arch yaml's `ema: True` is not
+  read). As written, URM's rank 0 walks the train loader once per evaluation interval to count batches, so it
+  trains on every other pass's draw (docs/reproduce.md section 3: the same distribution; its steps per interval
+  vary a little with the draw); its learning rate is scheduled one step behind TRM's, as arcpipe's URM does.
+* Default length 40 epochs, an evaluation every 20 (about 78 steps): both sides run one at a time on the shared
+  2-core VM. TAIL (50 steps) and the margins are TRM's, fixed before these runs.
+
+TRM and VARC were run first. At the default 155 steps (about 45 minutes for 3 seeds on the
 shared 2-core VM) the loss and training accuracy move, but the test figures barely leave the trivial level and
 pass@K stays at 0 on both sides (benchmarks/RESULTS.md); where the CPU allows, run longer (for example `--epochs 480
 --eval-interval 120`, about 930 steps; adapt.py --recall's run of this model solves one of these 8 test tasks
@@ -67,10 +104,10 @@ after 850).
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import math
 import os
-import runpy
 import shutil
 import socket
 import subprocess
@@ -78,6 +115,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -131,16 +169,85 @@ TRAIN = {
     "puzzle_emb_lr": 1e-2,
     "puzzle_emb_weight_decay": 0.1,
 }
+# HRM's and URM's small models: the smallest shapes both arcpipe's and upstream's configs take at TRM's width (hidden
+# 64, 2 heads, expansion 2, one cycle of each level, 4 ACT steps), each as deep as TRM's per ACT step (2 blocks)
+HRM_MODEL = {
+    "hidden_size": 64,
+    "num_heads": 2,
+    "expansion": 2,
+    "H_layers": 1,
+    "L_layers": 1,
+    "H_cycles": 1,
+    "L_cycles": 1,
+    "halt_max_steps": 4,
+    "halt_exploration_prob": 0.1,
+}
+URM_MODEL = {  # URM's exploration probability is 0.1 on both sides (upstream hard-codes it)
+    "hidden_size": 64,
+    "num_heads": 2,
+    "expansion": 2,
+    "num_layers": 2,
+    "H_cycles": 1,
+    "L_cycles": 1,
+    "loops": 4,
+}
+
+
+@dataclass(frozen=True)
+class Family:
+    """What differs between the recursive families' runs: the model (arcpipe's arch_overrides, under upstream's
+    field names, which both sides share) and how upstream's config is told it; data, recipe, seeds and the rest are
+    TRAIN and the shared code."""
+
+    arch: str  # arcpipe's arch, and `arcpipe model import --arch`
+    model: dict[str, Any]
+    upstream_arch: list[str]  # hydra overrides choosing upstream's arch and its dtype (the shape follows from model)
+    data_key: str  # upstream's data field: TRM's `data_paths` (a list), HRM's and URM's `data_path`
+    epochs: int  # the default length: epochs and evaluation interval
+    interval: int
+    in_run_pass: bool  # upstream's own evaluation scores pass@K (an ARC evaluator); HRM's has none
+    extra: tuple[str, ...] = ()  # other upstream overrides
+    # upstream functions replaced by no-ops: URM's launch calls save_code_and_config (which only writes the config
+    # beside the checkpoints) with one of its two arguments, a TypeError before the first step
+    no_ops: tuple[str, ...] = ()
+
+
+FAMILIES = {
+    # upstream's `arch.forward_dtype` is a config value in all three: float32, arcpipe's CPU default. HRM's and URM's
+    # arch yaml do not name it (the model's default, bfloat16, applies), hence `+`
+    "trm": Family("trm", MODEL, ["arch=trm", "arch.forward_dtype=float32", "ema=False"], "data_paths", 80, 20, True),
+    "hrm": Family("hrm", HRM_MODEL, ["arch=hrm_v1", "+arch.forward_dtype=float32"], "data_path", 40, 20, False),
+    # URM: one evaluation per interval, at the trained loops. Its default loop_deltas, [], evaluates the first
+    # interval at loops and at loops + 8 (whose votes its ARC evaluator would pool into every later pass@K), later
+    # ones at loops; any other list (a List[str]: ['0']) is replaced by [0] before its first use. No EMA (the
+    # top-level `ema`, False by default; the arch yaml's own `ema: True` is not read by the trainer). Its
+    # ConvSwiGLU's conv is bfloat16 on both sides: upstream hard-codes it, arcpipe's conv_dtype default follows it
+    "urm": Family(
+        "urm",
+        URM_MODEL,
+        ["arch=urm", "+arch.forward_dtype=float32"],
+        "data_path",
+        40,
+        20,
+        True,
+        extra=("+loop_deltas=['0']",),
+        no_ops=("save_code_and_config",),
+    ),
+}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--trm", type=Path, help="upstream TinyRecursiveModels checkout (outside the repository)")
+    parser.add_argument("--hrm", type=Path, help="upstream HRM checkout (sapientinc/HRM; outside the repository)")
+    parser.add_argument("--urm", type=Path, help="upstream URM checkout (outside the repository)")
     parser.add_argument("--adam-atan2", type=Path, help="adam-atan2 0.0.3's unpacked source distribution")
     parser.add_argument("--varc", type=Path, help="upstream VARC checkout (outside the repository; timm on PYTHONPATH)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--epochs", type=int, help="default: TRM 80, VARC learning_parity_varc.EPOCHS")
-    parser.add_argument("--eval-interval", type=int, help="default: TRM 20, VARC learning_parity_varc.INTERVAL")
+    parser.add_argument("--epochs", type=int, help="default: TRM 80, HRM and URM 40, VARC learning_parity_varc.EPOCHS")
+    parser.add_argument(
+        "--eval-interval", type=int, help="default: TRM, HRM and URM 20, VARC learning_parity_varc.INTERVAL"
+    )
     parser.add_argument(
         "--arcpipe-epochs",
         type=int,
@@ -148,10 +255,22 @@ def main() -> None:
         metavar=("EPOCHS", "EVAL_INTERVAL"),
         help="arcpipe's epochs and evaluation interval, where they differ from upstream's (default: the same; TRM)",
     )
+    parser.add_argument(
+        "--one-at-a-time",
+        action="store_true",
+        help="the two sides of a seed one after the other (default: at once, one core each)",
+    )
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help="read back the seeds --work already holds, run with the same commands, instead of running them again",
+    )
     parser.add_argument("--work", type=Path, help="scratch directory to keep (default: a temporary one)")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "learning_parity")
     workers = ["arcpipe", "upstream", "varc-arcpipe", "varc-upstream"]
     parser.add_argument("--worker", choices=workers, help=argparse.SUPPRESS)
+    parser.add_argument("--family", choices=list(FAMILIES), default="trm", help=argparse.SUPPRESS)
+    parser.add_argument("--tree", type=Path, help=argparse.SUPPRESS)  # the upstream worker's CPU copy
     parser.add_argument("--seed", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--data", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--dest", type=Path, help=argparse.SUPPRESS)
@@ -168,13 +287,12 @@ def main() -> None:
             return
         {"arcpipe": arcpipe_worker, "upstream": upstream_worker}[args.worker](args)
         return
-    if args.trm is None and args.varc is None:
-        parser.error("--trm and --adam-atan2 (TRM), or --varc (VARC), are required")
-    if args.trm is not None and args.adam_atan2 is None:
-        parser.error("--trm needs --adam-atan2")
-    families = []
-    if args.trm is not None:
-        families.append(("trm", run_all, 80, 20))
+    trees = {name: getattr(args, name) for name in FAMILIES if getattr(args, name) is not None}
+    if not trees and args.varc is None:
+        parser.error("--trm, --hrm or --urm with --adam-atan2, or --varc (VARC), are required")
+    if trees and args.adam_atan2 is None:
+        parser.error(f"--{next(iter(trees))} needs --adam-atan2")
+    families = [(name, run_all, FAMILIES[name].epochs, FAMILIES[name].interval) for name in trees]
     if args.varc is not None:
         import learning_parity_varc
 
@@ -189,6 +307,7 @@ def main() -> None:
         parser.error("--epochs must be a multiple of --eval-interval (upstream asserts it)")
     for family, run, _, _ in families:
         args.epochs, args.eval_interval = lengths[family]
+        args.family = family
         work = args.work if family == "trm" else args.work / family if args.work else None  # TRM's as before
         if work:
             work.mkdir(parents=True, exist_ok=True)
@@ -203,43 +322,68 @@ def main() -> None:
 
 
 def run_all(args: argparse.Namespace, work: Path) -> None:
+    """TRM's, HRM's or URM's benchmark (`args.family`): upstream's tree copied for the CPU, the seeds, the report."""
     from upstream_cpu import cpu_tree
 
+    fam = FAMILIES[args.family]
+    upstream: Path = getattr(args, args.family)
     started = time.monotonic()
     data = work / "data"
     if not (data / "verify.json").exists():
         build(work, data)
-    tree = work / "trm_cpu"
-    edits = cpu_tree(args.trm, tree)
+    tree = work / f"{args.family}_cpu"
+    edits = cpu_tree(upstream, tree)
     print(
-        f"upstream {args.trm} ({_commit(args.trm)}) copied for the CPU: "
+        f"upstream {upstream} ({_commit(upstream)}) copied for the CPU: "
         + ", ".join(f"{k} {v}" for k, v in edits.items())
     )
-    print(
-        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; both sides of a seed at once, 1 thread each"
-    )
+    sides = "the two sides of a seed one after the other" if args.one_at_a_time else "both sides of a seed at once"
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; {sides}, 1 thread each")
 
     def command(side: str, seed: int, dest: Path) -> list[str]:
-        cmd = [sys.executable, __file__, "--worker", side, "--seed", str(seed), "--data", str(data)]
+        cmd = [sys.executable, __file__, "--worker", side, "--family", args.family, "--seed", str(seed)]
         epochs, interval = (args.epochs, args.eval_interval)
         if side == "arcpipe" and args.arcpipe_epochs:
             epochs, interval = args.arcpipe_epochs
-        cmd += ["--dest", str(dest), "--epochs", str(epochs), "--eval-interval", str(interval)]
+        cmd += ["--data", str(data), "--dest", str(dest), "--epochs", str(epochs), "--eval-interval", str(interval)]
         if side == "upstream":
-            cmd += ["--trm", str(tree), "--adam-atan2", str(args.adam_atan2)]
+            cmd += ["--tree", str(tree), "--adam-atan2", str(args.adam_atan2)]
         return cmd
 
     def after(seed: int, runs: dict[str, list[dict[str, Any]]]) -> None:
         try:
-            cross(runs["upstream"][-1], data, work / f"upstream-s{seed}")
+            cross(runs["upstream"][-1], data, work / f"upstream-s{seed}", fam)
         except Exception as err:  # noqa: BLE001  (the curves stand without it; said in the output)
             print(f"seed {seed}: upstream's checkpoint not scored by arcpipe: {err!r}")
             return
         cross_figures = _fmt(runs["upstream"][-1]["cross"])
         print(f"seed {seed} upstream, its last checkpoint scored by arcpipe evaluate: {cross_figures}")
 
-    runs = run_seeds(args.seeds, work, command, {"WANDB_MODE": "disabled", "DISABLE_COMPILE": "1"}, after)
-    report(runs, args, time.monotonic() - started)
+    env = {"WANDB_MODE": "disabled", "DISABLE_COMPILE": "1"}
+    runs = run_seeds(args.seeds, work, command, env, after, args.one_at_a_time, args.reuse)
+    config = {
+        "model": fam.model,
+        "train": TRAIN,
+        "upstream_overrides": [*fam.upstream_arch, *fam.extra],
+        "upstream": f"{upstream.name} ({_commit(upstream)})",
+        "epochs": args.epochs,
+        "eval_interval": args.eval_interval,
+        "arcpipe_epochs": args.arcpipe_epochs,
+        "seeds": args.seeds,
+        "one_at_a_time": args.one_at_a_time,
+    }
+    margins = MARGINS if fam.in_run_pass else {k: v for k, v in MARGINS.items() if k not in ("pass@1", "pass@2")}
+    title = f"{args.family.upper()} ({_shape(fam.model)}) on 8 ARC-AGI-1 tasks: arcpipe vs upstream pretrain.py"
+    report(runs, args, time.monotonic() - started, args.family, margins, config=config, plot_of=_titled(plot, title))
+
+
+def _shape(model: dict[str, Any]) -> str:
+    short = {"hidden_size": "hidden", "num_heads": "heads", "num_layers": "layers", "halt_max_steps": "ACT"}
+    return ", ".join(f"{short.get(k, k)} {v}" for k, v in model.items() if k not in ("halt_exploration_prob",))
+
+
+def _titled(plot_of: Callable[..., None], title: str) -> Callable[[dict[str, list[dict[str, Any]]], Path], None]:
+    return lambda runs, png: plot_of(runs, png, title)
 
 
 def run_seeds(
@@ -248,56 +392,82 @@ def run_seeds(
     command: Callable[[str, int, Path], list[str]],
     env: dict[str, str],
     after: Callable[[int, dict[str, list[dict[str, Any]]]], None] | None = None,
+    sequential: bool = False,
+    reuse: bool = False,
 ) -> dict[str, list[dict[str, Any]]]:
-    """Both sides of each seed at once (each its own process, `command(side, seed, dest)`, one thread), seeds one
-    after another; each side's result.json with its seed, wall time and peak RSS (os.wait4 of its process tree).
-    `after(seed, runs)` runs once both sides of a seed have ended."""
+    """Both sides of each seed at once (each its own process, `command(side, seed, dest)`, one thread), or one after
+    the other (`sequential`: one process at a time), seeds one after another; each side's result.json with its
+    seed, wall time and peak RSS (os.wait4 of its process tree). `after(seed, runs)` runs once both sides of a seed
+    have ended; then each side's figures are kept as `final.json` beside its command, and with `reuse` a seed whose
+    two sides were finished by the same commands is read back instead of run again (more seeds added to a run)."""
     runs: dict[str, list[dict[str, Any]]] = {"arcpipe": [], "upstream": []}
+    groups = [("upstream",), ("arcpipe",)] if sequential else [("upstream", "arcpipe")]
     for seed in seeds:
-        procs = {}
-        for side in ("upstream", "arcpipe"):
-            dest = work / f"{side}-s{seed}"
-            if dest.exists():
-                shutil.rmtree(dest)  # a boundary already there would be restored, not trained
-            dest.mkdir()
-            log = open(dest / "log.txt", "w")  # noqa: SIM115
-            procs[side] = (
-                subprocess.Popen(
-                    command(side, seed, dest),
-                    env={**os.environ, "OMP_NUM_THREADS": "1", **env},
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                ),
-                time.monotonic(),
-                log,
-                dest,
-            )
-        ended = {}
-        while len(ended) < len(procs):  # whichever side ends first: each side's own wall time and peak RSS
-            pid, status, usage = os.wait4(-1, 0)
-            side = next((k for k, v in procs.items() if v[0].pid == pid), None)
-            if side is not None:
-                ended[side] = (status, usage, time.monotonic())
-        for side, (proc, t0, log, dest) in procs.items():
-            status, usage, t1 = ended[side]
-            proc.returncode = os.waitstatus_to_exitcode(status)
-            wall = t1 - t0
-            log.close()
-            if proc.returncode:
-                for other, _, _, _ in procs.values():
-                    if other.poll() is None:
-                        other.kill()
-                sys.exit(
-                    f"{side} seed {seed} failed ({proc.returncode}); last lines of {dest / 'log.txt'}:\n"
-                    + "\n".join((dest / "log.txt").read_text().splitlines()[-30:])
-                )
-            result = json.loads((dest / "result.json").read_text())
-            result.update(seed=seed, wall_s=wall, peak_rss_mib=usage.ru_maxrss / 1024)
-            runs[side].append(result)
-            print(f"seed {seed} {side}: {_summary(result)}", flush=True)
+        kept = {side: work / f"{side}-s{seed}" / "final.json" for side in runs}
+        commands = {side: command(side, seed, work / f"{side}-s{seed}") for side in runs}
+        if reuse and all(p.exists() and json.loads(p.read_text())["command"] == commands[s] for s, p in kept.items()):
+            for side, path in kept.items():
+                runs[side].append(json.loads(path.read_text())["result"])
+                print(f"seed {seed} {side} (kept from an earlier run): {_summary(runs[side][-1])}", flush=True)
+            continue
+        for group in groups:
+            _run_sides(group, seed, work, command, env, runs)
         if after is not None:
             after(seed, runs)
+        for side, path in kept.items():
+            path.write_text(json.dumps({"command": commands[side], "result": runs[side][-1]}))
     return runs
+
+
+def _run_sides(
+    sides: tuple[str, ...],
+    seed: int,
+    work: Path,
+    command: Callable[[str, int, Path], list[str]],
+    env: dict[str, str],
+    runs: dict[str, list[dict[str, Any]]],
+) -> None:
+    procs = {}
+    for side in sides:
+        dest = work / f"{side}-s{seed}"
+        if dest.exists():
+            shutil.rmtree(dest)  # a boundary already there would be restored, not trained
+        dest.mkdir()
+        log = open(dest / "log.txt", "w")  # noqa: SIM115
+        procs[side] = (
+            subprocess.Popen(
+                command(side, seed, dest),
+                env={**os.environ, "OMP_NUM_THREADS": "1", **env},
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            ),
+            time.monotonic(),
+            log,
+            dest,
+        )
+    ended = {}
+    while len(ended) < len(procs):  # whichever side ends first: each side's own wall time and peak RSS
+        pid, status, usage = os.wait4(-1, 0)
+        side = next((k for k, v in procs.items() if v[0].pid == pid), None)
+        if side is not None:
+            ended[side] = (status, usage, time.monotonic())
+    for side, (proc, t0, log, dest) in procs.items():
+        status, usage, t1 = ended[side]
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        wall = t1 - t0
+        log.close()
+        if proc.returncode:
+            for other, _, _, _ in procs.values():
+                if other.poll() is None:
+                    other.kill()
+            sys.exit(
+                f"{side} seed {seed} failed ({proc.returncode}); last lines of {dest / 'log.txt'}:\n"
+                + "\n".join((dest / "log.txt").read_text().splitlines()[-30:])
+            )
+        result = json.loads((dest / "result.json").read_text())
+        result.update(seed=seed, wall_s=wall, peak_rss_mib=usage.ru_maxrss / 1024)
+        runs[side].append(result)
+        print(f"seed {seed} {side}: {_summary(result)}", flush=True)
 
 
 def build(work: Path, data: Path) -> None:
@@ -325,10 +495,13 @@ def build(work: Path, data: Path) -> None:
     verify_dataset(data)
 
 
-def cross(result: dict[str, Any], data: Path, dest: Path) -> None:
+def cross(result: dict[str, Any], data: Path, dest: Path, fam: Family = FAMILIES["trm"]) -> None:
     """Each of upstream's evaluation checkpoints imported and scored by arcpipe's evaluation, alone (`alone_pass@K`
     of its evaluation, the figure arcpipe's own evaluations report) and pooled with the earlier ones
-    (`cross_pooled_pass@K`, which upstream's in-run pass@K should equal); the last one's figures as `cross`."""
+    (`cross_pooled_pass@K`, which upstream's in-run pass@K should equal); the last one's figures as `cross`. Where
+    upstream's own evaluation scores no pass@K (HRM), the pooled figures are its evaluations' pass@K."""
+    import re
+
     import torch
 
     from arcpipe.eval.evaluate import evaluate_checkpoint
@@ -338,10 +511,13 @@ def cross(result: dict[str, Any], data: Path, dest: Path) -> None:
     by_step = {e["step"]: e for e in result["evals"]}
     scored: list[Path] = []
     m: dict[str, Any] = {}
-    for ckpt in sorted((dest / "ckpt").glob("step_*"), key=lambda p: int(p.name.split("_")[-1])):
-        step = int(ckpt.name.split("_")[-1])
+    ckpts = {}  # TRM's and HRM's `step_N` (a state dict), URM's `step_N.pt`; not the `step_N_all_preds.R` files
+    for path in (dest / "ckpt").iterdir():
+        if match := re.fullmatch(r"step_(\d+)(\.pt)?", path.name):
+            ckpts[int(match[1])] = path
+    for step, ckpt in sorted(ckpts.items()):
         imported = dest / f"imported_{step}.pt"
-        import_upstream("trm", ckpt, dest / "ckpt" / "all_config.yaml", imported, data)
+        import_upstream(fam.arch, ckpt, dest / "ckpt" / "all_config.yaml", imported, data)
         out = dest / "cross_eval" / f"step_{step}"
         m = evaluate_checkpoint(imported, data, out, device="cpu")
         scored.append(out / "votes.npz")
@@ -349,6 +525,8 @@ def cross(result: dict[str, Any], data: Path, dest: Path) -> None:
             pooled = _pooled_pass(scored)
             by_step[step].update({"alone_pass@1": m["pass@1"], "alone_pass@2": m["pass@2"]})
             by_step[step].update({f"cross_{k}": v for k, v in pooled.items()})
+            if not fam.in_run_pass:  # NaN from upstream's worker until here
+                by_step[step].update({"pass@1": pooled["pooled_pass@1"], "pass@2": pooled["pooled_pass@2"]})
     result["cross"] = _arcpipe_eval(m)
 
 
@@ -357,7 +535,8 @@ def cross(result: dict[str, Any], data: Path, dest: Path) -> None:
 
 
 def arcpipe_worker(args: argparse.Namespace) -> None:
-    arcpipe_train(args, {"arch": "trm", "preset": "tiny", "arch_overrides": MODEL, "ema": False, **TRAIN})
+    fam = FAMILIES[args.family]
+    arcpipe_train(args, {"arch": fam.arch, "preset": "tiny", "arch_overrides": fam.model, "ema": False, **TRAIN})
 
 
 def arcpipe_train(args: argparse.Namespace, run: dict[str, Any]) -> None:
@@ -445,7 +624,8 @@ def _arcpipe_eval(m: dict[str, Any]) -> dict[str, float]:
 def upstream_worker(args: argparse.Namespace) -> None:
     from upstream_cpu import cpu_stand_ins
 
-    tree: Path = args.trm.resolve()
+    fam = FAMILIES[args.family]
+    tree: Path = args.tree.resolve()
     dest: Path = args.dest.resolve()
     port = _free_port()
     os.environ.update(LOCAL_RANK="0", RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
@@ -453,15 +633,14 @@ def upstream_worker(args: argparse.Namespace) -> None:
     sys.path.insert(0, str(tree))
     os.chdir(tree)
     overrides = [
-        f"data_paths=[{args.data.resolve()}]",
-        "arch=trm",
-        *(f"arch.{k}={v}" for k, v in MODEL.items()),
-        "arch.forward_dtype=float32",
+        f"data_paths=[{args.data.resolve()}]" if fam.data_key == "data_paths" else f"data_path={args.data.resolve()}",
+        *fam.upstream_arch,
+        *(f"arch.{k}={v}" for k, v in fam.model.items()),
         *(f"{k}={v}" for k, v in TRAIN.items()),
         f"epochs={args.epochs}",
         f"eval_interval={args.eval_interval}",
-        "ema=False",
-        f"seed={args.seed}",
+        *fam.extra,
+        f"{_plus(tree, 'seed')}seed={args.seed}",  # HRM's and URM's yaml do not name it (PretrainConfig's default)
         f"+checkpoint_path={dest / 'ckpt'}",
         "+project_name=learning-parity",
         f"+run_name=upstream-s{args.seed}",
@@ -486,14 +665,19 @@ def upstream_worker(args: argparse.Namespace) -> None:
             return run
 
         wandb.init = recording_init
-        sys.argv = [str(tree / "pretrain.py"), *overrides]
-        runpy.run_path(str(tree / "pretrain.py"), run_name="__main__")  # upstream's script, from the CPU copy
+        # upstream's script, from the CPU copy; imported (hydra is then told its config folder) so that a function
+        # it cannot run as written is replaced first (Family.no_ops), and launched as its __main__ does
+        pretrain = importlib.import_module("pretrain")
+        for name in fam.no_ops:
+            setattr(pretrain, name, lambda *a, **k: None)
+        sys.argv = [str(tree / "pretrain.py"), f"--config-path={tree / 'config'}", *overrides]
+        pretrain.launch()
     train, evals, stamps = [], [], []
     for row in logged:
         if "train/lm_loss" in row:
             train.append(_train_row(row, row["step"]))
             stamps.append((row["step"], row["t"]))
-        elif "ARC/pass@2" in row:
+        elif "all/accuracy" in row:  # its evaluation: the test split's figures, and its ARC evaluator's (not HRM)
             stamps.append((-1, row["t"]))
             evals.append(
                 {
@@ -501,8 +685,8 @@ def upstream_worker(args: argparse.Namespace) -> None:
                     "test_accuracy": float(row["all/accuracy"]),
                     "test_exact_accuracy": float(row["all/exact_accuracy"]),
                     "test_lm_loss": float(row["all/lm_loss"]),
-                    "pass@1": float(row["ARC/pass@1"]),
-                    "pass@2": float(row["ARC/pass@2"]),
+                    "pass@1": float(row.get("ARC/pass@1", math.nan)),  # HRM: cross() fills them
+                    "pass@2": float(row.get("ARC/pass@2", math.nan)),
                 }
             )
             print(f"step {row['step']}: {_fmt(evals[-1])}", flush=True)
@@ -512,6 +696,13 @@ def upstream_worker(args: argparse.Namespace) -> None:
         (dest / "ckpt" / "all_config.yaml").write_text(yaml.safe_dump(_upstream_config(overrides, tree)))
     total = max(r["step"] for r in train)
     _write_result(dest, train, evals, stamps, time.monotonic() - started, total)
+
+
+def _plus(tree: Path, key: str) -> str:
+    """Hydra's `+` where upstream's cfg_pretrain.yaml does not name `key` (its PretrainConfig's default applies)."""
+    import yaml
+
+    return "" if key in yaml.safe_load((tree / "config" / "cfg_pretrain.yaml").read_text()) else "+"
 
 
 def _upstream_config(overrides: list[str], tree: Path) -> dict[str, Any]:
@@ -700,7 +891,7 @@ def report(
             f"{ci:>18} {margin:>7.3f} {t['p']:>7.3f}  {t['equivalent']}"
         )
     crosses = [r for r in runs["upstream"] if r.get("cross")]
-    if crosses:
+    if crosses and (family not in FAMILIES or FAMILIES[family].in_run_pass):  # HRM's in-run pass@K are these
         pooled = [e for r in crosses for e in r["evals"] if "cross_pooled_pass@2" in e]
         same = [e["pass@2"] == e["cross_pooled_pass@2"] and e["pass@1"] == e["cross_pooled_pass@1"] for e in pooled]
         print(
@@ -756,7 +947,11 @@ def _smooth(values: np.ndarray, window: int = 20) -> np.ndarray:
     return out
 
 
-def plot(runs: dict[str, list[dict[str, Any]]], png: Path) -> None:
+def plot(
+    runs: dict[str, list[dict[str, Any]]],
+    png: Path,
+    title: str = "TRM (hidden 64, H1/L1) on 8 ARC-AGI-1 tasks: arcpipe vs upstream pretrain.py",
+) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -800,9 +995,7 @@ def plot(runs: dict[str, list[dict[str, Any]]], png: Path) -> None:
     axes[3].set(xlabel="step", ylim=(0, 1), title="test pass@2: votes pooled over evaluations / each alone")
     for ax in axes:
         ax.legend(fontsize=8)
-    fig.suptitle(
-        "TRM (hidden 64, H1/L1) on 8 ARC-AGI-1 tasks: arcpipe vs upstream pretrain.py, bands min-max over seeds"
-    )
+    fig.suptitle(f"{title}, bands min-max over seeds")
     fig.tight_layout()
     png.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(png, dpi=90)

@@ -174,7 +174,7 @@ def run_all(args: argparse.Namespace, work: Path) -> None:
     print(
         f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; both sides of a seed at once, 1 thread each"
     )
-    runs = lp.run_seeds(args.seeds, work, command, {}, after)
+    runs = lp.run_seeds(args.seeds, work, command, {}, after, args.one_at_a_time, args.reuse)
     config = {
         "model": MODEL,
         "train": {"batch_size": BATCH, "learning_rate": LR, "max_grad_norm": CLIP, "weight_decay": 0.0,
