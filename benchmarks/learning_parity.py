@@ -378,8 +378,9 @@ def run_all(args: argparse.Namespace, work: Path) -> None:
 
 
 def _shape(model: dict[str, Any]) -> str:
-    short = {"hidden_size": "hidden", "num_heads": "heads", "num_layers": "layers", "halt_max_steps": "ACT"}
-    return ", ".join(f"{short.get(k, k)} {v}" for k, v in model.items() if k not in ("halt_exploration_prob",))
+    short = {"hidden_size": "hidden", "num_layers": "layers", "halt_max_steps": "ACT", "loops": "ACT"}
+    left_out = ("num_heads", "expansion", "halt_exploration_prob", "puzzle_emb_len")  # the same in every family
+    return ", ".join(f"{short.get(k, k)} {v}" for k, v in model.items() if k not in left_out)
 
 
 def _titled(plot_of: Callable[..., None], title: str) -> Callable[[dict[str, list[dict[str, Any]]], Path], None]:
