@@ -29,7 +29,6 @@ arcpipe's visit answers in different orders), or at a pass@K cut.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -75,7 +74,6 @@ def dataset(tmp_path_factory: pytest.TempPathFactory, golden: dict[str, Any]) ->
 
 @pytest.mark.numeric
 def test_imported_varc_answers_as_upstream(golden: dict[str, Any], dataset: Path, tmp_path: Path, monkeypatch) -> None:
-    start = time.perf_counter()
     submission, metrics, votes = _import_and_evaluate(golden, dataset, tmp_path, monkeypatch)
     expected = golden["votes"]["upstream"]
     answers = golden["attempts"] * 51  # every test input: its 51 views, each answered `attempts` times
@@ -99,7 +97,6 @@ def test_imported_varc_answers_as_upstream(golden: dict[str, Any], dataset: Path
     assert metrics["info"]["canvas"]["attempts_per_view"] == golden["attempts"]
     assert {k: metrics[f"pass@{k}"] for k in PASS_KS} == pytest.approx(golden["pass_at"]["upstream"], abs=1e-12)
     assert golden["pass_at"]["upstream"] != golden["pass_at"]["pooled"]  # the golden tells the two decodings apart
-    assert time.perf_counter() - start < 60
 
 
 @pytest.mark.numeric

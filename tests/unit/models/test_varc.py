@@ -7,7 +7,6 @@ keys, so arcpipe loads exactly what upstream ran (strict) and must give its logi
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -183,7 +182,6 @@ def test_config_errors_name_the_fields() -> None:
 def test_training_step_compiles_whole_without_graph_breaks() -> None:
     # fullgraph: any graph break (a host sync, a branch on data) is an error. aot_eager traces the forward and its
     # backward (AOT autograd's joint graph) as inductor would, without compiling kernels; dropout on, as in training
-    start = time.perf_counter()
     torch._dynamo.reset()
     model = _tiny().train()
     pixels, task_ids, mask = _inputs(model.config, batch=2)
@@ -196,7 +194,6 @@ def test_training_step_compiles_whole_without_graph_breaks() -> None:
     loss.backward()
     assert torch.isfinite(loss)
     assert all(p.grad is not None for p in model.parameters())
-    assert time.perf_counter() - start < 30  # keep it a unit test
 
 
 @pytest.mark.parametrize("mode", ["train", "eval"])

@@ -10,7 +10,6 @@ parameter count, which the `arc` preset must reproduce.
 from __future__ import annotations
 
 import sys
-import time
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
@@ -156,8 +155,8 @@ def test_config_errors_name_the_fields() -> None:
 
 
 def test_training_step_compiles_whole_without_graph_breaks() -> None:
-    # fullgraph: any graph break (a host sync, a branch on data) is an error; aot_eager traces forward and backward
-    start = time.perf_counter()
+    # fullgraph: any graph break (a host sync, a branch on data) is an error; aot_eager traces forward and backward.
+    # No bound on its wall time: a loaded CI machine took over 60 s (2026-11-28); a hang meets pytest's --timeout
     torch._dynamo.reset()
     model = _tiny().train()
     pixels, task_ids, mask = _inputs(model.config, batch=2)
@@ -170,7 +169,6 @@ def test_training_step_compiles_whole_without_graph_breaks() -> None:
     loss.backward()
     assert torch.isfinite(loss)
     assert all(p.grad is not None for p in model.parameters())
-    assert time.perf_counter() - start < 60  # keep it a unit test
 
 
 def test_the_varc_head_trains_the_unet(tiny_dataset: Path) -> None:
