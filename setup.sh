@@ -16,8 +16,9 @@ if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
 fi
 [ -x .venv/bin/python ] || "$python" -m venv .venv
 # uv installs what pip would (the same resolution of pyproject.toml under constraints.txt; uv's own version pinned
-# there too), downloading in parallel: on a clean 2-core machine without a download cache the install took 50 s and
-# 17 CPU-s against pip's 7.5 minutes and 142 CPU-s (2026-11-28, both beside a loaded test run). uv does not read
+# there too), downloading in parallel: on a clean 2-core machine without a download cache, beside a loaded test run
+# (2026-11-28), this whole set-up took 345 s and 120 CPU-s with uv against 455 s and 142 CPU-s with pip (uv's
+# install alone 50-70 s and 16 CPU-s; the rest is compileall below). uv does not read
 # pip's configuration: the find-links and constraint files pip is configured with (pip.conf, PIP_FIND_LINKS,
 # PIP_CONSTRAINT) are passed on, so the same wheels are found (a machine's local CPU build of torch, say). Where uv
 # cannot be installed or fails, pip does the install as before.
