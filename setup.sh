@@ -25,6 +25,8 @@ fi
 pip_setting() { # pip's configured value of a setting (pip.conf and PIP_* variables), split at spaces; none if unset
     .venv/bin/python -m pip config list 2>/dev/null | sed -n "s/^[^=]*\.$1='\(.*\)'$/\1/p" | tr ' ' '\n' | sort -u
 }
+# Either installer: constraints.txt pins torch==2.13.0 (pyproject.toml only asks for a 2.x range); the CPU build
+# where the machine offers it (find-links), as here
 uv_args=()
 for link in $(pip_setting find-links); do uv_args+=(--find-links "$link"); done
 for file in $(pip_setting constraint); do uv_args+=(--constraint "$file"); done
@@ -34,8 +36,6 @@ if .venv/bin/python -m pip install --quiet -c constraints.txt uv &&
 else
     echo "setup.sh: uv could not install; installing with pip" >&2
     .venv/bin/python -m pip install --quiet --upgrade pip
-    # constraints.txt pins torch==2.13.0 (pyproject.toml only asks for a 2.x range): on a CPU machine the CPU build,
-    # on a CUDA machine the CUDA build
     .venv/bin/python -m pip install --quiet --no-compile -c constraints.txt -e '.[dev]'
 fi
 # Neither installer compiled the modules to bytecode (uv does not by default; pip, which would, one file at a time,
