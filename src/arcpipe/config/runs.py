@@ -86,8 +86,9 @@ class RunConfig(Strict):
     global_batch_size: int = Field(default=768, gt=0)  # examples per optimizer step, always
     micro_batch_size: int | None = Field(default=None, gt=0)  # per device; None: global / devices
     # None: upstream HRM/TRM/URM's puzzle sampler (groups shuffled per epoch, one puzzle per group, train/sampler.py
-    # plan_pass); examples: upstream VARC's offline loader, every example once per epoch (plan_examples_pass)
-    sampler: Literal["examples"] | None = None
+    # plan_pass); examples: upstream VARC's offline loader, every example once per epoch (plan_examples_pass);
+    # upstream: the same loader's own draws, row for row (train/upstream_order.py; docs/reproduce.md)
+    sampler: Literal["examples", "upstream"] | None = None
 
     lr: float = Field(default=1e-4, gt=0)
     lr_min_ratio: float = Field(default=1.0, ge=0, le=1)
@@ -185,6 +186,11 @@ class RunConfig(Strict):
         if self.ttt is not None and self.arch not in VARC_ARCHS:
             problems.append(
                 f"ttt is test-time training of a canvas model (arch varc or varc-unet), not of {self.arch}; remove it"
+            )
+        if self.sampler == "upstream" and self.arch not in VARC_ARCHS:
+            problems.append(
+                f"sampler=upstream draws upstream VARC's rows and canvas placements; {self.arch} is not a canvas "
+                "model (arch varc, varc-unet or loopvit): remove it or use sampler=examples"
             )
         if self.ttt is not None and self.stop is not None:
             problems.append(

@@ -46,9 +46,9 @@ def load_state(path: Path) -> dict[str, Any]:
     beyond tensors and plain values, is an ArcpipeError naming it.
 
     Every state arcpipe has written (format arcpipe-state/1) holds only tensors (weights, optimizer and EMA
-    states, ACT carries, the torch generators' ByteTensor states) and plain values (position, config, hashes):
-    training draws no randomness from Python's or numpy's generators (train/sampler.py hashes (seed, position)),
-    so there is no other generator state to convert, and old states load as they are.
+    states, ACT carries, the torch generators' ByteTensor states) and plain values (position, config, hashes).
+    Training draws no randomness from numpy's generators and none from Python's but under `sampler: upstream`,
+    whose `random.Random` states are tuples of ints (train/upstream_order.py): old states load as they are.
     """
     if not path.is_file():
         raise ArcpipeError(f"{path}: missing training state; re-run the previous segment")

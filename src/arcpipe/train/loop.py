@@ -27,7 +27,7 @@ import torch.distributed as dist
 
 import arcpipe
 from arcpipe.config import ArcpipeError, RunConfig, WorkflowConfig, compiles, config_hash, load_config
-from arcpipe.data.dataset import Split, identifiers_sha256, load_split
+from arcpipe.data.dataset import Split, identifiers_sha256, load_identifiers, load_split
 from arcpipe.models.act import Carry
 from arcpipe.models.io import save_weights
 from arcpipe.models.registry import build_model, make_arch_config
@@ -45,6 +45,7 @@ from arcpipe.train.checkpoint import (
 from arcpipe.train.sampler import batch_rows, canvas_draws, collate, halt_min_steps, plan_for
 from arcpipe.train.schedule import lr_at, schedule_step, total_steps
 from arcpipe.train.tracking import MetricsLog, Progress, WandbMirror
+from arcpipe.train.upstream_order import UpstreamOrder
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +114,14 @@ class Trainer:
             self.run.epochs, meta.total_groups, meta.mean_puzzle_examples, self.run.global_batch_size
         )
         self.slots = self.run.grad_accum_steps  # micro-batches of this rank per step
+        # `sampler: upstream`: upstream VARC's loader's own draws, made by the trainer epoch by epoch
+        self.upstream_order = (
+            UpstreamOrder.for_split(
+                self.split, load_identifiers(data_dir), self.arch_cfg.image_size, self.run.num_devices
+            )
+            if self.run.sampler == "upstream"
+            else None
+        )
         self.carries: list[Carry | None] = [None] * self.slots
         self.position = Position()
         self.config_hash = config_hash(self.run)
@@ -149,7 +158,7 @@ class Trainer:
         progress = Progress(self.total_steps, enabled=self.env.rank == 0)
         last_side = time.monotonic()
         while (self.position.pass_index + 1) * run.eval_interval <= until_epoch:
-            plan = plan_for(run.sampler)(
+            plan = plan_for(run.sampler, run.num_devices)(
                 self.split, run.seed, self.position.pass_index, run.eval_interval, run.global_batch_size
             )
             while self.position.batch < plan.num_batches and self.position.step < self.total_steps:
@@ -256,6 +265,14 @@ class Trainer:
         device: the rows (sampler.batch_rows, collate), each row's halting exploration and a canvas model's
         placement draws."""
         run, env = self.run, self.env
+        if self.upstream_order is not None:
+            self.upstream_order.fill(
+                plan,
+                batch_index,
+                run.eval_interval * self.position.pass_index + 1,
+                run.eval_interval,
+                run.global_batch_size,
+            )
         examples, puzzles = batch_rows(
             self.split, plan, batch_index, run.global_batch_size, run.seed, self.position.pass_index
         )
@@ -272,7 +289,12 @@ class Trainer:
                 halt_min_steps(run.seed, step, rows, self.arch_cfg_exploration, self.head.model.max_steps)
             ).to(self.device)
             if getattr(self.head, "draws_per_row", 0):  # a canvas model: each row's placement (sampler.canvas_draws)
-                batch["canvas_draws"] = torch.from_numpy(canvas_draws(run.seed, step, rows)).to(self.device)
+                draws = (
+                    plan.draws[batch_index * run.global_batch_size + rows]
+                    if getattr(plan, "draws", None) is not None
+                    else canvas_draws(run.seed, step, rows)
+                )
+                batch["canvas_draws"] = torch.from_numpy(draws).to(self.device)
             out.append(batch)
         return out
 
@@ -337,6 +359,7 @@ class Trainer:
             "ema": self.ema.state_dict() if self.ema is not None else None,
             "carries": self._gather_carries(),
             **rng_state(self.device),
+            **({"upstream_order": self.upstream_order.state_dict()} if self.upstream_order is not None else {}),
         }
 
     def _gather_carries(self) -> list[dict[str, torch.Tensor] | None]:
@@ -374,6 +397,8 @@ class Trainer:
             for c in (mine or [None] * self.slots)
         ]
         restore_rng(state, self.device)
+        if self.upstream_order is not None:
+            self.upstream_order.load_state_dict(state["upstream_order"])
 
     def resume(self, until_epoch: int) -> None:
         """Continue from the side checkpoint if it is ahead and matches, else from the latest boundary state."""

@@ -13,6 +13,7 @@ gradient accumulation. Rank r, micro-batch m takes rows [(r * accum + m) * micro
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -36,6 +37,9 @@ class PassPlan:
     row_start: np.ndarray  # (V,) int64 first global row (across the pass) the visit fills
     num_batches: int
     examples: np.ndarray | None = None  # (num_batches * G,) int64 the example of every row: plan_examples_pass only
+    # (num_batches * G, 3) float64 each row's canvas_draws, when the sampler draws them itself (`sampler: upstream`,
+    # train/upstream_order.py; until an epoch is drawn its rows hold -1 and these 0)
+    draws: np.ndarray | None = None
 
 
 def plan_pass(split: Split, seed: int, pass_index: int, epochs: int, global_batch_size: int) -> PassPlan:
@@ -183,6 +187,33 @@ def _pack(counts: np.ndarray, batch_size: int) -> tuple[np.ndarray, np.ndarray, 
     return taken, row_start, num_batches
 
 
-def plan_for(sampler: str | None):
-    """The pass planner of a run's `sampler` setting: None (the puzzle groups) or "examples"."""
+def plan_upstream_pass(
+    split: Split, seed: int, pass_index: int, epochs: int, global_batch_size: int, world_size: int = 1
+) -> PassPlan:
+    """`sampler: upstream` (train/upstream_order.py): the pass's shape, its rows not drawn yet: upstream's draws
+    depend on generator states, so the trainer draws each epoch at its first batch (UpstreamOrder.fill)."""
+    rows = epochs * upstream_full_batches(int(split.puzzle_indices[-1]), global_batch_size, world_size)
+    rows *= global_batch_size
+    return PassPlan(
+        puzzles=np.full(rows, -1, dtype=np.int64),
+        taken=np.ones(rows, dtype=np.int64),
+        row_start=np.arange(rows, dtype=np.int64),
+        num_batches=rows // global_batch_size,
+        examples=np.full(rows, -1, dtype=np.int64),
+        draws=np.zeros((rows, 3), dtype=np.float64),
+    )
+
+
+def upstream_full_batches(n: int, global_batch_size: int, world_size: int) -> int:
+    """Full global batches in an epoch of `n` examples under upstream VARC's loader with `world_size` processes
+    (more than one: DistributedSampler's padding to a multiple of the processes, each taking its share)."""
+    per_rank_examples = -(-n // world_size)
+    return per_rank_examples // (global_batch_size // world_size)
+
+
+def plan_for(sampler: str | None, world_size: int = 1):
+    """The pass planner of a run's `sampler` setting: None (the puzzle groups), "examples" or "upstream" (whose
+    passes depend on the run's number of processes, `world_size`)."""
+    if sampler == "upstream":
+        return functools.partial(plan_upstream_pass, world_size=world_size)
     return plan_examples_pass if sampler == "examples" else plan_pass
