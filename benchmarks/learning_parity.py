@@ -246,6 +246,12 @@ def main() -> None:
     parser.add_argument("--urm", type=Path, help="upstream URM checkout (outside the repository)")
     parser.add_argument("--adam-atan2", type=Path, help="adam-atan2 0.0.3's unpacked source distribution")
     parser.add_argument("--varc", type=Path, help="upstream VARC checkout (outside the repository; timm on PYTHONPATH)")
+    parser.add_argument(
+        "--varc-sampler",
+        choices=["examples", "upstream"],
+        default="examples",
+        help="arcpipe's sampler on VARC's side: examples (its own draws), upstream (upstream's rows; docs/varc.md)",
+    )
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--epochs", type=int, help="default: TRM 80, HRM and URM 40, VARC learning_parity_varc.EPOCHS")
     parser.add_argument(

@@ -20,7 +20,8 @@ smallest: a 30 x 30 grid fits) of 4 x 4 patches (64 patch tokens), width 64, 4 l
 0.1 (upstream's default), 12 colours. VARC's offline recipe otherwise: AdamW (betas 0.9/0.999, no weight decay),
 the rate stepped once per epoch, min(epochs // 5, 10) warm-up epochs from 0 then cosine to 0 (upstream's
 `get_cosine_schedule_with_warmup`; arcpipe's `lr_warmup_epochs`, `lr_min_ratio: 0`), clipping at 1.0, every
-example once per epoch in a shuffled order (arcpipe's `sampler: examples`), VARC's augmentations (a random scale
+example once per epoch in a shuffled order (arcpipe's `sampler: examples`, or with `--varc-sampler upstream`
+upstream's own rows and placements: `sampler: upstream`), VARC's augmentations (a random scale
 1..30 // the grid's largest side and a random offset per example, every time it is drawn), batch 7: 35 examples
 make 5 full batches, so arcpipe's sampler (which drops an epoch's short last batch) and upstream's DataLoader
 (which keeps it) draw the same steps per epoch. Learning rate 1e-3 (upstream's 3e-4 is for its 18M model; this
@@ -149,6 +150,7 @@ def run_all(args: argparse.Namespace, work: Path) -> None:
         beside.append({"seed": seed, "side": side, "load_at_start": os.getloadavg()})
         cmd = [sys.executable, lp.__file__, "--worker", f"varc-{side}", "--seed", str(seed), "--data", str(data)]
         cmd += ["--dest", str(dest), "--epochs", str(args.epochs), "--eval-interval", str(args.eval_interval)]
+        cmd += ["--varc-sampler", args.varc_sampler]
         return cmd + (["--varc", str(args.varc.resolve())] if side == "upstream" else [])
 
     def after(seed: int, runs: dict[str, list[dict[str, Any]]]) -> None:
@@ -182,6 +184,7 @@ def run_all(args: argparse.Namespace, work: Path) -> None:
         "epochs": args.epochs,
         "eval_interval": args.eval_interval,
         "seeds": args.seeds,
+        "arcpipe_sampler": args.varc_sampler,
         "upstream": f"lillian039/VARC offline_train_ARC.py ({lp._commit(args.varc)}; sha256 {_sha256(args.varc)})",
         "evaluation": "both sides' checkpoints scored by arcpipe evaluate: one view, 10 canvas attempts per test "
         "input (random scale and offset), voted; upstream's own: single view, scale 2, offset 1",
@@ -238,7 +241,7 @@ def worker(args: argparse.Namespace) -> None:
             "preset": "tiny",
             "arch_overrides": MODEL,
             "global_batch_size": BATCH,
-            "sampler": "examples",
+            "sampler": args.varc_sampler,
             "optimizer": "adamw",
             "lr": LR,
             "lr_warmup_epochs": min(args.epochs // 5, 10),
