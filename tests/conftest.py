@@ -48,7 +48,7 @@ FIRST_READERS = ("tests/workflow/test_smoke.py", "tests/workflow/test_quick_eval
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Files with a slow test first: the cluster ones, then FIRST_READERS, then the others (tests/run.sh hands whole
-    files to two pytest-xdist workers, in this order, so that the rehearsals start at once and the workers end
+    files to three pytest-xdist workers, in this order, so that the rehearsals start at once and the workers end
     together, on short tests); tests marked `gpu` are collected everywhere and skipped, with the reason, where CUDA
     is not available."""
     cost: dict[str, int] = {}

@@ -1,6 +1,6 @@
 """What several test modules read, made once per pytest session however many xdist workers there are.
 
-tests/run.sh hands whole files to two pytest-xdist workers, so two modules that read the same session fixture may
+tests/run.sh hands whole files to three pytest-xdist workers, so two modules that read the same session fixture may
 run in two processes, each of which would make it. `once_per_session` makes it in the first worker that asks, under
 a file lock in the session's own temporary directory (the parent of every worker's basetemp), and records what it
 returns as JSON; a worker that asks later reads the record, or waits on the lock while it is being made. What it

@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1
-# The tests keep more processes running than the machine has cores (two workers, each starting Snakemake jobs and
+# The tests keep more processes running than the machine has cores (three workers, each starting Snakemake jobs and
 # torch processes, beside the numeric passes). OpenMP's default is to spin a thread that waits for work: a torch
 # process of two threads, trained beside three busy processes, used 16.7 s of CPU where one thread or passive waiting
 # used 11.3-11.8 s. Passive waiting changes when a thread sleeps, never what it computes.
@@ -21,11 +21,13 @@ arcpipe config schema | diff -u config/schema.json - || {
 }
 timeout -s INT -k 30 300 snakemake --lint
 timeout -s INT -k 30 300 snakemake -n full > /dev/null
-# Two pytest-xdist workers (the machine's 2 cores), each taking whole files (--dist loadfile: a file's module-scoped
-# runs are made once, and every test on the SLURM lab is in one file, so one worker brings the lab up and down), in
-# the order tests/conftest.py gives: the files with slow tests first, the two rehearsals first of all. Beside them,
-# in a third process, the numeric tests under two other kernel sets (below), so that they add no wall time of their
-# own. Its log follows the main one.
+# Three pytest-xdist workers on the machine's 2 cores, each taking whole files (--dist loadfile: a file's
+# module-scoped runs are made once, and every test on the SLURM lab is in one file, so one worker brings the lab up
+# and down), in the order tests/conftest.py gives: the files with slow tests first, the two rehearsals first of all.
+# The third worker is for the cluster files' waits: a worker polling a scheduler (the rehearsals, the SLURM lab: 15-66
+# CPU-s of their own in 6.5 minutes each) runs no other test, and with two workers the cores were 21% idle. Beside
+# them, in another process, the numeric tests under other kernel sets (below), so that they add no wall time of
+# their own. Its log follows the main one.
 isa_dir=$(mktemp -d)
 trap 'rm -rf "$isa_dir"' EXIT
 # The numeric tests again as on CPUs without AVX-512 or AVX2: kernels for other instruction sets round differently,
@@ -59,9 +61,9 @@ numeric_passes() {
 }
 numeric_passes > "$isa_dir/log" 2>&1 &
 isa_pid=$!
-echo "== tests (2 workers)"
+echo "== tests (3 workers)"
 status=0
-pytest -q -n 2 --dist loadfile --no-loadscope-reorder --timeout=900 --durations=25 "$@" || status=$?
+pytest -q -n 3 --dist loadfile --no-loadscope-reorder --timeout=900 --durations=25 "$@" || status=$?
 isa_status=0
 wait "$isa_pid" || isa_status=$?
 cat "$isa_dir/log"
