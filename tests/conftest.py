@@ -95,7 +95,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     """The files that took longest (setup, call and teardown of their tests, summed; wall time on the worker that ran
     them, and the CPU seconds of that worker and its waited-for children meanwhile), after --durations' tests: where
-    CI's time goes, a file being what a worker takes (tests/run.sh). Two workers share 2 cores, so CPU seconds, not
+    CI's time goes, a file being what a worker takes (tests/run.sh). Three workers share 2 cores, so CPU seconds, not
     wall seconds, say what a file costs the machine."""
     seconds: dict[str, float] = {}
     cpu: dict[str, float] = {}
