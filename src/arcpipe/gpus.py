@@ -6,12 +6,14 @@ one of them, which the forecast prefers to an assumed MFU. Torch-free: the workf
     GPUS["L4-24GB"].bf16_flops, GPUS["L4-24GB"].memory_gb    # 121e12, 24
     gpu_of_device("NVIDIA A100-SXM4-40GB", 39.4)              # GPUS["A100-40GB"]
     record = doctor_record("trm-arc1", run, device_name, memory_gb, train_examples_per_s, eval_examples_per_s)
+    record = doctor_record("varc-vit-arc1", run, ..., ttt=figures)  # with its test-time-training step's ttt_* fields
     path = doctor_record_path(results, "trm-arc1", record["gpu"])   # results/doctor/trm-arc1/H100-80GB.json
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -101,14 +103,18 @@ def doctor_record(
     train_examples_per_s: float,
     eval_examples_per_s: float,
     measured: datetime | None = None,
+    *,
+    ttt: Mapping[str, Any] | None = None,
 ) -> dict[str, Any] | None:
     """What `arcpipe doctor` measured of a run (a RunConfig) on one GPU, as the JSON record the forecast reads; None
     when the device is not a named GPU. train: rows per second through one training step at the run's micro-batch;
-    eval: rows per second through every ACT step of an evaluation; both on one GPU."""
+    eval: rows per second through every ACT step of an evaluation; both on one GPU. ttt: a `ttt:` run's test-time
+    training step as its jobs step it (eval/ttt_measure.ttt_step_figures), recorded with the shape it was measured
+    at (K tasks a step of batch_size rows, compiled or eager): the `ttt_*` fields, absent without it."""
     gpu = gpu_of_device(device_name, memory_gb)
     if gpu is None:
         return None
-    return {
+    record = {
         "run": run_name,
         "gpu": gpu.name,
         "device": device_name,
@@ -117,6 +123,16 @@ def doctor_record(
         "train_examples_per_s": train_examples_per_s,
         "eval_examples_per_s": eval_examples_per_s,
     }
+    if ttt is not None:
+        record |= {
+            "ttt_examples_per_s": ttt["examples_per_s"],  # K x batch_size rows a step
+            "ttt_tasks_per_step": ttt["tasks_per_step"],
+            "ttt_batch_size": ttt["batch_size"],
+            "ttt_step": ttt["step"],  # "compiled" or "eager"
+            "ttt_step_s": ttt["step_s"],
+            "ttt_peak_gb": ttt["peak_gb"],
+        }
+    return record
 
 
 def record_shape(run: Any) -> dict[str, Any]:

@@ -272,7 +272,7 @@ def test_a_varc_runs_forecast_line_and_table_show_its_test_time_training(results
     line = forecast_line("hand", f)
     assert "eval (2 x 36 rows x 10 attempts) + " in line and "TTT (4 tasks in 2 jobs, 29 steps)" in line
     assert "GPU-h train (" in line and " + 10.0 eval + " in line and " TTT, cost " in line  # 10 GPU-h: 720 / 0.02 s
-    assert line.endswith("; TTT at an assumed 6.9%)")
+    assert line.endswith("; TTT at an assumed 6.9% MFU (K = 1))")
     row = forecast_table(cfg, results).set_index("run").loc["hand"]
     assert row["ttt_gpu_hours"] == pytest.approx(f.ttt.gpu_hours) and row["ttt_flops"] == pytest.approx(f.ttt.flops)
     assert row["forecast_gpu_hours"] == pytest.approx(f.gpu_hours)
@@ -374,3 +374,83 @@ def test_a_quick_evaluation_jobs_limit_is_the_forecasts_time_for_its_share_of_th
 def test_test_time_training_on_cpu_jobs_spends_no_gpu_hours(results: Path) -> None:
     f = forecast_runs(_varc_config(eval_gpus=0), results)["hand"]  # training on GPUs, evaluations on CPUs
     assert f.ttt.steps == 29 and f.ttt.gpu_hours == 0.0 and f.eval_gpu_hours == 0.0
+
+
+def _ttt_record(results: Path, cfg, ttt_rows_per_s: float | None, K: int = 1, batch: int = 8, step="compiled"):
+    """The run's doctor record (written again when it exists): 0.05 training rows/s, 0.02 evaluation rows/s, and,
+    unless None, a test-time-training step of `ttt_rows_per_s` rows/s measured at K tasks of `batch` rows."""
+    ttt = None
+    if ttt_rows_per_s is not None:
+        ttt = {"examples_per_s": ttt_rows_per_s, "tasks_per_step": K, "batch_size": batch, "step": step,
+               "step_s": K * batch / ttt_rows_per_s, "peak_gb": 3.5}  # fmt: skip
+    stamp = datetime(2026, 11, 30, 12, tzinfo=UTC)
+    record = doctor_record("hand", cfg.runs["hand"], "NVIDIA L4", 22.0, 0.05, 0.02, stamp, ttt=ttt)
+    path = doctor_record_path(results, "hand", record["gpu"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record))
+
+
+def _ttt_at(K: int, **ttt):
+    return _varc_config(ttt={"epochs": 3, "batch_size": 8, "jobs": 2, "tasks_per_step": K, **ttt})
+
+
+def test_a_measured_ttt_step_bills_the_fits_and_sizes_the_ttt_jobs_limit(results: Path) -> None:
+    from arcpipe.forecast import TTT_COMPILE_SECONDS
+    from arcpipe.jobs import limit_minutes, ttt_resources
+
+    cfg = _ttt_at(2)  # 4 tasks in 2 jobs of 2: one wave of K = 2 each
+    _ttt_record(results, cfg, None)  # a record without the TTT figure (as every record before it): assumed
+    assumed = forecast_runs(cfg, results)["hand"].ttt
+    assert (
+        not assumed.measured and assumed.source == "TTT at an assumed 6.9% MFU (K = 1's; the run's K = 2 not measured)"
+    )
+    assumed_limit = ttt_resources(cfg, "hand", results)["runtime"]
+    # measured: 0.002 rows/s, so the 29 steps x 8 rows take 116,000 s; the answers 360 / 0.02 s; 40 s a job compiling
+    _ttt_record(results, cfg, 0.002, K=2)
+    f = forecast_runs(cfg, results)["hand"]
+    seconds = 29 * 8 / 0.002 + 360 / 0.02 + 2 * TTT_COMPILE_SECONDS
+    assert f.ttt.measured and f.ttt.gpu_hours == pytest.approx(seconds / 3600)
+    assert f.ttt.source == "TTT measured: 0.002 rows/s at K = 2 x batch 8, compiled"
+    line = forecast_line("hand", f)
+    assert "measured 2026-11-30 on NVIDIA L4; TTT measured: " in line and "assumed" not in line
+    assert forecast_table(cfg, results).set_index("run").loc["hand", "ttt_source"] == f.ttt.source
+    # a ttt job's limit follows the bill: its share of it, x 1.5, plus start-up (more than an evaluation's 465 min)
+    limit = ttt_resources(cfg, "hand", results)["runtime"]
+    assert limit == limit_minutes(seconds / 3600 / 2) > 465 and limit != assumed_limit
+    # twice as fast: the fits' share halves, and the limit moves with it
+    _ttt_record(results, cfg, 0.004, K=2)
+    faster = forecast_runs(cfg, results)["hand"].ttt
+    assert faster.gpu_hours == pytest.approx((seconds - 29 * 8 / 0.004) / 3600)
+    assert ttt_resources(cfg, "hand", results)["runtime"] == limit_minutes(faster.gpu_hours / 2) < limit
+
+
+def test_a_ttt_step_measured_at_another_k_batch_or_step_does_not_apply(results: Path) -> None:
+    cfg = _ttt_at(2)
+    _ttt_record(results, cfg, None)
+    assumed = forecast_runs(cfg, results)["hand"].ttt
+    for K, batch, step in ((1, 8, "compiled"), (4, 8, "compiled"), (2, 16, "compiled"), (2, 8, "eager")):
+        _ttt_record(results, cfg, 0.01, K=K, batch=batch, step=step)
+        f = forecast_runs(cfg, results)["hand"]
+        assert f.throughput.measured and not f.ttt.measured  # the training figures still apply
+        assert f.ttt.gpu_hours == pytest.approx(assumed.gpu_hours)
+        assert f.ttt.source.endswith(
+            f": the doctor record's TTT step is K = {K} x batch {batch}, {step}; the run's K = 2 x batch 8, compiled"
+        )
+    # an eager run takes an eager figure
+    eager = _varc_config(compile=False, ttt={"epochs": 3, "batch_size": 8, "jobs": 2, "tasks_per_step": 2})
+    _ttt_record(results, eager, 0.01, K=2, step="eager")
+    assert forecast_runs(eager, results)["hand"].ttt.measured
+
+
+def test_a_ttt_step_measured_at_k_does_not_apply_to_jobs_of_fewer_tasks_and_waves_pad_the_rest(results: Path) -> None:
+    # 4 tasks in 2 jobs hold 2 tasks each: a job fits at most 2 at once, whatever tasks_per_step says
+    cfg = _ttt_at(4)
+    _ttt_record(results, cfg, 0.01, K=4)
+    f = forecast_runs(cfg, results)["hand"].ttt
+    assert not f.measured and f.source.endswith("its jobs hold 2 task(s), fewer than the measured K = 4")
+    # 4 tasks in 1 job at K = 3: a wave of 3, then 1 task beside 2 empty slots: 6 slots' time for 4 tasks' rows
+    cfg = _ttt_at(3, jobs=1)
+    _ttt_record(results, cfg, 0.01, K=3)
+    f = forecast_runs(cfg, results)["hand"].ttt
+    fits = f.gpu_hours * 3600 - 360 / 0.02 - 40.0
+    assert f.measured and fits == pytest.approx(29 * 8 / 0.01 * 6 / 4)

@@ -8,8 +8,9 @@ Machine: torch, CUDA and driver versions, the GPUs and their memory, NCCL and gl
 /dev/shm, W&B mode and whether a key is present (never its value). Per run: the attention path and the AdamATan2
 backend that will run and why; /dev/shm against what the run's GPU processes need; one real training step and one
 evaluation step (eager) at the run's per-device micro-batch and dtype on synthetic batches of the dataset's shape,
-with examples/s and peak memory; on CUDA, the largest micro-batch that fits this GPU and the `micro_batch_size`
-that reaches the run's global batch with it. Exit status 1 when a run cannot work here, one line per reason.
+with examples/s and peak memory (a `ttt:` run's test-time-training step too, as its jobs step it:
+eval/ttt_measure.py); on CUDA, the largest micro-batch that fits this GPU and the `micro_batch_size` that reaches
+the run's global batch with it. Exit status 1 when a run cannot work here, one line per reason.
 `run_preflight` records the same backends (`backends`) in preflight.json.
 
 One module per part of the check, each importing only those above it:

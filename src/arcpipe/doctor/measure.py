@@ -1,6 +1,8 @@
 """Measured on this device with synthetic batches of an ARC dataset's shape: one training step and one evaluation
 pass (examples/s, peak memory), and on CUDA the largest micro-batch that fits the GPU and the `micro_batch_size`
-that reaches the run's global batch with it. Running out of memory is a result here (`OutOfMemory`), not a crash."""
+that reaches the run's global batch with it. Running out of memory is a result here (`OutOfMemory`), not a crash.
+The synthetic batches and the device helpers at the end also time test-time training's step (eval/ttt_measure.py:
+that step is evaluation's, a layer above this one)."""
 
 from __future__ import annotations
 
@@ -61,7 +63,8 @@ def _model(run: RunConfig, arch_cfg: Any, device: Any, batch: int, ids: int):  #
     return head, optimizers
 
 
-def _batch(batch: int, ids: int, device: Any, seed: int = 0) -> dict[str, Any]:
+def synthetic_batch(batch: int, ids: int, device: Any, seed: int = 0) -> dict[str, Any]:
+    """`batch` random rows of the ARC shape with puzzle ids 1..ids - 1, as a training step and a canvas model take."""
     import torch
 
     g = torch.Generator().manual_seed(seed)
@@ -82,24 +85,24 @@ def step_figures(
     `compiled` step compiles), peak memory. Running out of memory raises OutOfMemory, with the probe's memory freed."""
     import torch
 
-    _empty(device)  # start from an empty allocator: what an earlier probe left must not count in this peak
-    _reset_peak(device)
+    free_memory(device)  # start from an empty allocator: what an earlier probe left must not count in this peak
+    reset_peak(device)
     out_of_memory = False
     try:
         head, optimizers = _model(run, arch_cfg, device, batch, ids)
         step = torch.compile(head.step) if compiled else head.step
-        data = _batch(batch, ids, device)
+        data = synthetic_batch(batch, ids, device)
         carry = head.initial_carry(data)
         times = []
         for _ in range(steps + 1):
-            _sync(device)
+            sync_device(device)
             t0 = time.perf_counter()
             carry, loss, _, _ = step(carry, data)
             (loss / batch).backward()
             for optimizer, _ in optimizers:
                 optimizer.step()
                 optimizer.zero_grad(set_to_none=True)
-            _sync(device)
+            sync_device(device)
             times.append(time.perf_counter() - t0)
         if not torch.isfinite(loss).item():
             raise ArcpipeError(f"{run.arch}/{run.preset}: the training loss is not finite on {device}")
@@ -109,11 +112,11 @@ def step_figures(
         out_of_memory = True
     finally:
         head = optimizers = carry = step = data = loss = None  # noqa: F841  (free before the next probe)
-    _empty(device)
+    free_memory(device)
     if out_of_memory:
         raise OutOfMemory
     step_s = sum(times[1:]) / steps
-    return {"examples_per_s": batch / step_s, "step_s": step_s, "peak_gb": _peak_gb(device), "batch": batch}
+    return {"examples_per_s": batch / step_s, "step_s": step_s, "peak_gb": peak_gb(device), "batch": batch}
 
 
 def eval_figures(run: RunConfig, arch_cfg: Any, device: Any, ids: int, compiled: bool = False) -> dict[str, float]:
@@ -124,28 +127,28 @@ def eval_figures(run: RunConfig, arch_cfg: Any, device: Any, ids: int, compiled:
     from arcpipe.models.registry import build_model
 
     batch = min(run.eval_batch_size or run.micro_batch, run.micro_batch)
-    _empty(device)
-    _reset_peak(device)
+    free_memory(device)
+    reset_peak(device)
     head = build_model(
         arch_cfg, vocab_size=ARC_VOCAB, seq_len=ARC_SEQ_LEN, num_puzzle_identifiers=ids, batch_size=batch, device=device
     )
     head.eval()
     step = torch.compile(head.step, dynamic=False) if compiled else head.step
-    data = _batch(batch, ids, device)
+    data = synthetic_batch(batch, ids, device)
     with torch.no_grad():
         for _ in range(2):  # a warm-up pass, then the timed one
             carry = head.initial_carry(data)
-            _sync(device)
+            sync_device(device)
             t0 = time.perf_counter()
             act_steps = 0
             for _ in range(head.model.max_steps):
                 carry, _, _, _ = step(carry, data, ("preds", "q_halt_logits"))
                 act_steps += 1
-            _sync(device)
+            sync_device(device)
             seconds = time.perf_counter() - t0
     del head, carry, step
-    _empty(device)
-    return {"examples_per_s": batch / seconds, "batch": batch, "act_steps": act_steps, "peak_gb": _peak_gb(device)}
+    free_memory(device)
+    return {"examples_per_s": batch / seconds, "batch": batch, "act_steps": act_steps, "peak_gb": peak_gb(device)}
 
 
 def largest_micro_batch(run: RunConfig, arch_cfg: Any, device: Any, ids: int) -> tuple[int, list[tuple[int, float]]]:
@@ -185,27 +188,31 @@ def search_micro_batch(peak: Callable[[int], float], total: float) -> tuple[int,
     return guess, probes
 
 
-def _sync(device: Any) -> None:
+def sync_device(device: Any) -> None:
+    """Wait for the device's queued work (CUDA), so that a clock read after it counts that work."""
     import torch
 
     if torch.device(device).type == "cuda":
         torch.cuda.synchronize(device)
 
 
-def _reset_peak(device: Any) -> None:
+def reset_peak(device: Any) -> None:
+    """Start the device's peak-memory count afresh (CUDA)."""
     import torch
 
     if torch.device(device).type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
 
 
-def _peak_gb(device: Any) -> float | None:
+def peak_gb(device: Any) -> float | None:
+    """The device's peak allocated memory since `reset_peak`, GiB; None on a CPU."""
     import torch
 
     return torch.cuda.max_memory_allocated(device) / 2**30 if torch.device(device).type == "cuda" else None
 
 
-def _empty(device: Any) -> None:
+def free_memory(device: Any) -> None:
+    """Collect what nothing holds and give the CUDA allocator's cache back: the next probe starts empty."""
     import gc
 
     import torch

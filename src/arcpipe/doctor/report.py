@@ -9,7 +9,7 @@ from typing import Any
 
 from arcpipe.config import ArcpipeError, WorkflowConfig, read_config_yaml, validate_config
 from arcpipe.doctor.machine import environment, machine_rows
-from arcpipe.doctor.run import check_run, plan_run
+from arcpipe.doctor.run import TTTStep, check_run, plan_run
 
 
 def load_configs(paths: Iterable[Path]) -> WorkflowConfig:
@@ -24,8 +24,15 @@ def load_configs(paths: Iterable[Path]) -> WorkflowConfig:
 
 
 def doctor(
-    config_paths: list[Path], runs: list[str] | None, results: Path, measure: bool = True, gpus: list[str] | None = None
+    config_paths: list[Path],
+    runs: list[str] | None,
+    results: Path,
+    measure: bool = True,
+    gpus: list[str] | None = None,
+    ttt_step: TTTStep | None = None,
 ) -> int:
+    """ttt_step: what times a `ttt:` run's test-time-training step (the CLI's: eval/ttt_measure.ttt_step_figures);
+    None: not timed."""
     cfg = load_configs(config_paths)
     names = runs or cfg.runs_for("full")
     unknown = [n for n in names if n not in cfg.runs]
@@ -37,7 +44,8 @@ def doctor(
     print(f"arcpipe doctor on {env['host']}")
     for label, value in machine_rows(env):
         print(f"  {label:<18} {value}")
-    return _report((check_run(cfg, name, env, results, measure) for name in names), "run(s) can run here")
+    checks = (check_run(cfg, name, env, results, measure, ttt_step) for name in names)
+    return _report(checks, "run(s) can run here")
 
 
 def _report(checks: Iterable[Any], ok: str) -> int:

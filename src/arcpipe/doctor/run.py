@@ -1,14 +1,17 @@
 """One run on this machine: its shape against the GPUs here, its code paths, /dev/shm, and (unless skipped) its
-measured steps and largest micro-batch; the rows `arcpipe doctor` prints for it and one line per problem."""
+measured steps (a `ttt:` run's test-time-training step too, timed by the `ttt_step` the command hands in) and
+largest micro-batch; the rows `arcpipe doctor` prints for it and one line per problem."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from arcpipe.config import RunConfig, WorkflowConfig, compiles
+from arcpipe.config.arch import VARC_ARCHS
 from arcpipe.doctor.backends import backends, compile_check, first_calls
 from arcpipe.doctor.measure import (
     ARC_SEQ_LEN,
@@ -33,6 +36,10 @@ from arcpipe.doctor.shm import shm_need_mb, shm_problem
 from arcpipe.files import atomic_write_many
 from arcpipe.gpus import doctor_record, doctor_record_path
 
+# times a `ttt:` run's test-time-training step: (run, arch config, device, views, compiled) -> figures
+# (eval/ttt_measure.ttt_step_figures: evaluation's code, a layer above the doctor, so the command passes it in)
+TTTStep = Callable[[RunConfig, Any, Any, int, bool], dict[str, Any]]
+
 
 @dataclass
 class RunCheck:
@@ -42,7 +49,14 @@ class RunCheck:
     figures: dict[str, Any] = field(default_factory=dict)
 
 
-def check_run(cfg: WorkflowConfig, name: str, env: dict[str, Any], results: Path, measure: bool = True) -> RunCheck:
+def check_run(
+    cfg: WorkflowConfig,
+    name: str,
+    env: dict[str, Any],
+    results: Path,
+    measure: bool = True,
+    ttt_step: TTTStep | None = None,
+) -> RunCheck:
     import torch
 
     from arcpipe.config.arch import make_arch_config
@@ -103,6 +117,8 @@ def check_run(cfg: WorkflowConfig, name: str, env: dict[str, Any], results: Path
     if device is None:
         check.rows.append(("train step", "no CUDA: not measured"))
         check.rows.append(("eval step", "no CUDA: not measured"))
+        if run.ttt is not None and run.arch in VARC_ARCHS:
+            check.rows.append(("ttt step", "no CUDA: not measured"))
         return check
     # the run's training and evaluation steps compile here (on CUDA, or asked for), and torch.compile works
     compiles_here = paths["compile"] == "on" and (env["compile"] or {}).get("usable", False)
@@ -139,8 +155,9 @@ def check_run(cfg: WorkflowConfig, name: str, env: dict[str, Any], results: Path
          f"({evaluation['act_steps']} ACT steps, {'compiled' if compiles_here else 'eager'}), "
          f"peak {_gb(evaluation['peak_gb'])}")
     )  # fmt: skip
+    ttt = _ttt_step(cfg, name, device, compiles_here, ttt_step, check)
     if device.type == "cuda" and train is not None:
-        check.rows.append(("record", _record(results, name, run, env, train, evaluation)))
+        check.rows.append(("record", _record(results, name, run, env, train, evaluation, ttt)))
     if device.type != "cuda":
         check.rows.append(("largest micro-batch", "searched on CUDA only"))
         return check
@@ -217,6 +234,36 @@ def plan_run(cfg: WorkflowConfig, name: str, results: Path, gpus: list[str]) -> 
     return check
 
 
+def _ttt_step(
+    cfg: WorkflowConfig, name: str, device: Any, compiled: bool, ttt_step: TTTStep | None, check: RunCheck
+) -> dict[str, Any] | None:
+    """A `ttt:` canvas run's test-time-training step as its jobs step it (K = ttt.tasks_per_step tasks of
+    ttt.batch_size rows, tasks of the answered dataset's views), compiled where the run's steps compile here: its
+    figures (also in check.figures["ttt"]) and a row; None when not measured (a problem when it ran out of memory)."""
+    from arcpipe.config.arch import make_arch_config
+
+    run = cfg.runs[name]
+    if run.ttt is None or run.arch not in VARC_ARCHS or ttt_step is None:
+        return None
+    K, B = run.ttt.tasks_per_step, run.ttt.batch_size
+    views = cfg.datasets[run.answered_dataset].num_aug + 1
+    arch_cfg = make_arch_config(run.arch, run.preset, run.arch_overrides)
+    try:
+        ttt = check.figures["ttt"] = ttt_step(run, arch_cfg, device, views, compiled)
+    except OutOfMemory:
+        check.rows.append(("ttt step", f"out of memory at K = {K} tasks x batch {B}"))
+        check.problems.append(
+            f"run {name}: test-time training at ttt.tasks_per_step {K} does not fit this GPU; set a smaller "
+            f"runs.{name}.ttt.tasks_per_step"
+        )
+        return None
+    check.rows.append(
+        ("ttt step", f"{ttt['examples_per_s']:.1f} examples/s at K = {K} tasks x batch {B} ({ttt['step']}, "
+         f"{views} views a task), {ttt['step_s'] * 1e3:.1f} ms a step, peak {_gb(ttt['peak_gb'])}")
+    )  # fmt: skip
+    return ttt
+
+
 def _compile_note(env: dict[str, Any], compile_: str) -> str:
     if env["compile"] is None or compile_ != "on":
         return ""
@@ -232,12 +279,21 @@ def _gb(value: float | None) -> str:
     return f"{value:.2f} GB"
 
 
-def _record(results: Path, name: str, run: RunConfig, env: dict[str, Any], train: dict, evaluation: dict) -> str:
-    """Write what was measured on this GPU where the forecast reads it (gpus.doctor_record_path): throughput, and
-    the true peak beside the memory model's figure, so that either can be corrected. Returns the report row."""
+def _record(
+    results: Path,
+    name: str,
+    run: RunConfig,
+    env: dict[str, Any],
+    train: dict,
+    evaluation: dict,
+    ttt: dict | None = None,
+) -> str:
+    """Write what was measured on this GPU where the forecast reads it (gpus.doctor_record_path): throughput (a
+    `ttt:` run's test-time-training step too, when measured), and the true peak beside the memory model's figure,
+    so that either can be corrected. Returns the report row."""
     gpu = env["gpus"][0]
     record = doctor_record(
-        name, run, gpu["name"], gpu["memory_gb"], train["examples_per_s"], evaluation["examples_per_s"]
+        name, run, gpu["name"], gpu["memory_gb"], train["examples_per_s"], evaluation["examples_per_s"], ttt=ttt
     )
     if record is None:
         return f"not written: {gpu['name']} is not a GPU of arcpipe.gpus (the forecast keeps its assumption)"
