@@ -1,5 +1,5 @@
 """`sampler: upstream`: the rows and canvas placements upstream VARC's offline loader draws, drawn the way it draws
-them (docs/reproduce.md, "VARC's draws"; docs/reference/varc.md 3).
+them (docs/varc.md, "Upstream's very draws"; docs/reference/upstream-varc.md 4.3, 4.5).
 
 arcpipe's own samplers hash (seed, position), so that a run does not depend on its number of processes and resumes
 exactly. Upstream's `offline_train_ARC.py` draws otherwise, and a run may need upstream's very draws: to put an
