@@ -3,13 +3,14 @@
     python tests/workflow/smoke_fingerprints.py WORKDIR > tests/data/smoke_research_fingerprints.json
 
 WORKDIR is a scratch directory after `snakemake smoke` with the research overlay of
-tests/workflow/test_smoke_research.py (seeds 0 and 1, ensemble_last 2, selection_tasks 4, the blank-id control).
-Every evaluation file, submission, vote file, report table (CSV, Markdown, HTML), selection list and run config is
-hashed; fields that hold times (wall time, step time, examples per second, and the GPU-hours and cost derived from
-them) are removed first, so two runs of the same code give the same fingerprints. The checkpoints are fingerprinted
-too, by their tensors alone (every tensor's key path, dtype, shape and bytes; not the file, whose run config and
-config hash change with any new config field): when the weights differ (another CPU's kernels round differently),
-the evaluation outputs cannot be compared and the test says so instead of failing.
+tests/workflow/test_smoke_research.py (seeds 0 and 1, ensemble_last 2, selection_tasks 4, the blank-id control, a
+smaller model and the smoke dataset's test tasks alone). Every evaluation file, submission, vote file, report table
+(CSV, Markdown, HTML), selection list and run config is hashed; fields that hold times (wall time, step time,
+examples per second, and the GPU-hours and cost derived from them) are removed first, so two runs of the same code
+give the same fingerprints. The checkpoints are fingerprinted too, by their tensors alone (every tensor's key path,
+dtype, shape and bytes; not the file, whose run config and config hash change with any new config field): when the
+weights differ (another CPU's kernels round differently), the evaluation outputs cannot be compared and the test
+says so instead of failing.
 """
 
 from __future__ import annotations

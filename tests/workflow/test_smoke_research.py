@@ -3,9 +3,10 @@ the last-2 checkpoint ensembles, checkpoint selection on held-out tasks, the bla
 after every ACT step (always on). The run happens once per module (fixture `research`); each test checks one
 thing of what it left.
 
-smoke-trm keeps its epochs (4, eval_interval 2): two checkpoints per seed, as ensemble_last 2 needs. The smoke
-dataset has 16 test tasks (max_puzzles) and no quick_puzzles, so SELECTION_TASKS = 4 held-out tasks leave 12 to
-report on.
+smoke-trm keeps its epochs (4, eval_interval 2): two checkpoints per seed, as ensemble_last 2 needs; its model is
+session_runs.SMALL_TRM's. The smoke dataset, here its 16 evaluation tasks alone with 2 augmentations
+(session_runs.TEST_TASKS_ONLY), has 16 test tasks (max_puzzles) and no quick_puzzles, so SELECTION_TASKS = 4
+held-out tasks leave 12 to report on.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import pandas as pd
 import pytest
 import yaml
 from scratch import ROOT, snakemake
+from session_runs import SMALL_TRM, TEST_TASKS_ONLY
 from smoke_fingerprints import fingerprints
 
 from arcpipe.eval.puzzles import load_tasks_from_json, parse_identifiers
@@ -36,8 +38,11 @@ SEEDS = (0, 1)
 RUNS = tuple(f"smoke-trm-s{seed}" for seed in SEEDS)
 EPOCHS = (2, 4)
 SELECTION_TASKS = 4
+# smoke-trm's model made smaller and its dataset cut to the 16 test tasks with 2 augmentations (session_runs): what
+# these tests check is what the workflow writes and how its files agree, not what the model learns
 OVERLAY = {
-    "runs": {"smoke-trm": {"seeds": list(SEEDS)}},
+    "datasets": {"smoke": TEST_TASKS_ONLY},
+    "runs": {"smoke-trm": {"seeds": list(SEEDS), "arch_overrides": SMALL_TRM}},
     "evaluation": {"ensemble_last": 2, "selection_tasks": SELECTION_TASKS, "controls": ["blank_puzzle_id"]},
 }
 KS = (1, 2)  # the pass@K the report's tables hold for sure (config default pass_ks starts 1, 2, ...)

@@ -17,7 +17,7 @@ The first call asks for `kaggle` too: its bundle of smoke-trm is made at epoch 4
 decides it on the first call, waiting on the decisions).
 
 Scratch working directories with the repository's Snakefile and a copy of config/config.yaml (scratch.py), the
-smoke dataset with 2 augmentations (session_runs.LONG_SMOKE, as quick_run).
+smoke dataset with 2 augmentations and a smaller model (session_runs.LONG_SMOKE, as quick_run).
 """
 
 from __future__ import annotations
@@ -28,14 +28,15 @@ import re
 import pytest
 import torch
 from scratch import snakemake
-from session_runs import QUICK, long_smoke_with_stop_rule
+from session_runs import QUICK, SMALL_TRM, long_smoke_with_stop_rule
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
 RUN = "results/runs/smoke-trm"
-MAIN = {  # smoke-trm's recipe for 4 epochs (2 segments), gated on smoke-trm
+MAIN = {  # smoke-trm's recipe for 4 epochs (2 segments), gated on smoke-trm, with its small model here
     "target": "smoke", "dataset": "smoke", "arch": "trm", "preset": "tiny", "epochs": 4, "eval_interval": 2,
     "global_batch_size": 32, "lr": 1.0e-3, "lr_warmup_steps": 4, "puzzle_emb_lr": 1.0e-2, "ema": True,
+    "arch_overrides": SMALL_TRM,
 }  # fmt: skip
 
 

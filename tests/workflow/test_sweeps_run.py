@@ -3,9 +3,9 @@ ablation table written from their evaluations, and a value added later training 
 
 Smoke scale, and smaller: smoke-trm for 2 epochs (one checkpoint) on the smoke dataset's 16 evaluation tasks alone
 with 1 augmentation (session_runs.TEST_TASKS_ONLY: the ablation's statistics are over the test tasks, and do not
-depend on how many examples train); the grid sweeps lr over two values. Beside it,
-in the same Snakemake call, a halved sweep of a copy of smoke-trm (4 epochs, a rung at epoch 2): the lower-ranked
-arm gets nothing after its rung.
+depend on how many examples train) and session_runs.SMALL_TRM's model (nor on how wide it is); the grid sweeps lr
+over two values. Beside it, in the same Snakemake call, a halved sweep of a copy of smoke-trm (4 epochs, a rung at
+epoch 2): the lower-ranked arm gets nothing after its rung.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 import yaml
 from scratch import ROOT, snakemake
-from session_runs import TEST_TASKS_ONLY
+from session_runs import SMALL_TRM, TEST_TASKS_ONLY
 
 from arcpipe.config import load_configs
 from arcpipe.report.ablation import ablation_table
@@ -28,13 +28,13 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 SHIPPED = yaml.safe_load((ROOT / "config/config.yaml").read_text())
 # successive halving: smoke-trm for 4 epochs in segments of one checkpoint, a rung at epoch 2 keeping the best half
-HALVED_BASE = {**SHIPPED["runs"]["smoke-trm"], "epochs": 4, "segment_evals": 1}
+HALVED_BASE = {**SHIPPED["runs"]["smoke-trm"], "epochs": 4, "segment_evals": 1, "arch_overrides": SMALL_TRM}
 HALVED = {"base": "smoke-h", "grid": {"lr": [3.0e-4, 3.0e-3]}, "halving": {"rungs": [2], "eta": 2}}
 SWEEP = {"base": "smoke-trm", "grid": {"lr": [3.0e-4, 3.0e-3]}}
 # both sweeps in one Snakemake call (one dataset build, both cores busy): `snakemake sweep_lr sweep_h`
 OVERLAY = {
     "datasets": {"smoke": {**TEST_TASKS_ONLY, "num_aug": 1}},
-    "runs": {"smoke-trm": {"epochs": 2, "seeds": [0, 1]}, "smoke-h": HALVED_BASE},
+    "runs": {"smoke-trm": {"epochs": 2, "seeds": [0, 1], "arch_overrides": SMALL_TRM}, "smoke-h": HALVED_BASE},
     "sweeps": {"lr": SWEEP, "h": HALVED},
 }
 ARMS = ["lr-lr_0.0003", "lr-lr_0.003"]
