@@ -24,9 +24,10 @@ timeout -s INT -k 30 300 snakemake -n full > /dev/null
 # Three pytest-xdist workers on the machine's 2 cores, each taking whole files (--dist loadfile: a file's
 # module-scoped runs are made once, and every test on the SLURM lab is in one file, so one worker brings the lab up
 # and down), in the order tests/conftest.py gives: the files with slow tests first, the two rehearsals first of all.
-# The third worker is for the cluster files' waits: a worker polling a scheduler (the rehearsals, the SLURM lab: 15-66
-# CPU-s of their own in 6.5 minutes each) runs no other test, and with two workers the cores were 21% idle. Beside
-# them, in another process, the numeric tests under other kernel sets (below), so that they add no wall time of
+# The third worker was for the cluster files' waits (a worker polling a scheduler runs no other test; with two workers
+# the cores were 21% idle): measured on 2026-11-28 it left them as busy as two did (79%), so the idle time is in waits
+# inside tests other than those polls (not yet found which); it neither helps nor costs. Beside them, in another
+# process, the numeric tests under other kernel sets (below), so that they add no wall time of
 # their own. Its log follows the main one.
 isa_dir=$(mktemp -d)
 trap 'rm -rf "$isa_dir"' EXIT
