@@ -122,6 +122,19 @@ def draw_placement(
     return Placement(s, row0, col0)
 
 
+def placement_draws(scale: int, col0: int, row0: int, height: int, width: int, canvas: int) -> tuple[float, ...]:
+    """The inverse of `draw_placement` for one pair whose grids are at most `height` x `width`: the three uniforms
+    (scale, column offset, row offset) from which it picks exactly `scale`, `col0` and `row0`, each integer's
+    interval's midpoint. For placements drawn elsewhere and replayed (upstream's loader: train/upstream_order.py and
+    the parity tests)."""
+    interior = canvas - 2
+    return (
+        (scale - 0.5) / max(interior // max(height, width, 1), 1),
+        (col0 - 0.5) / max(interior - scale * width, 1),
+        (row0 - 0.5) / max(interior - scale * height, 1),
+    )
+
+
 def encode_inputs(inputs: Tensor, placement: Placement, canvas: int) -> tuple[Tensor, Tensor]:
     """(B, 900) input tokens -> (pixels (B, C, C) long, mask (B, C, C) bool): the grid scaled by s at the offset on a
     background of 10; the mask (upstream's attention_mask) is True exactly on the grid's pixels."""

@@ -91,17 +91,6 @@ def upstream_placement(rng: random.Random, height: int, width: int, canvas_size:
     return scale, x, y
 
 
-def placement_draws(scale: int, x: int, y: int, height: int, width: int, canvas_size: int) -> tuple[float, ...]:
-    """The three uniforms that make canvas.draw_placement choose (scale, x, y) for a pair of this size: each value's
-    interval's midpoint."""
-    interior = canvas_size - 2
-    return (
-        (scale - 0.5) / (interior // max(height, width, 1)),
-        (x - 0.5) / max(interior - scale * width, 1),
-        (y - 0.5) / max(interior - scale * height, 1),
-    )
-
-
 @dataclass
 class UpstreamOrder:
     """A run's upstream draws: `fill` writes an epoch's rows and canvas_draws into a pass plan at its first batch."""
@@ -160,7 +149,7 @@ class UpstreamOrder:
             for i, example in enumerate(examples.tolist()):
                 height, width = (int(v) for v in self.sizes[example])
                 where = upstream_placement(self.rngs[rank], height, width, self.canvas_size)
-                draws[i] = placement_draws(*where, height, width, self.canvas_size)
+                draws[i] = canvas.placement_draws(*where, height, width, self.canvas_size)
             parts.append((examples, draws))
         batches = min(len(examples) for examples, _ in parts) // per_rank
 

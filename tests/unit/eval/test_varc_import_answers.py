@@ -182,7 +182,6 @@ def _replay(golden: dict[str, Any], dataset: Path) -> Any:
     _, _, in_h, in_w = canvas.grid_boxes(inputs)
     _, _, out_h, out_w = canvas.grid_boxes(labels)
     height, width = torch.maximum(in_h, out_h).numpy(), torch.maximum(in_w, out_w).numpy()
-    interior = side - 2
     used: set[tuple[str, int, int]] = set()
 
     def draws(seed: int, stream: int, places: np.ndarray) -> np.ndarray:
@@ -196,8 +195,7 @@ def _replay(golden: dict[str, Any], dataset: Path) -> Any:
             view = identifiers[int(split["puzzle_identifiers"][puzzle])]
             s, x, y = upstream[(view, row - int(starts[puzzle]), attempt)]
             h, w = int(height[row]), int(width[row])
-            u[i] = [(s - 0.5) / max(interior // max(h, w), 1), (x - 0.5) / max(interior - s * w, 1),
-                    (y - 0.5) / max(interior - s * h, 1)]  # fmt: skip
+            u[i] = canvas.placement_draws(s, x, y, h, w, side)
             used.add((view, row - int(starts[puzzle]), attempt))
             got = canvas.draw_placement((in_h[[row]], in_w[[row]]), (out_h[[row]], out_w[[row]]),
                                         torch.tensor(u[[i]]), side)  # fmt: skip

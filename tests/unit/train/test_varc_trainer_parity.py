@@ -55,7 +55,7 @@ from arcpipe.config import WorkflowConfig
 from arcpipe.config.arch import make_arch_config
 from arcpipe.config.runs import TTTConfig
 from arcpipe.data.augment import to_canvas
-from arcpipe.data.canvas import encode_inputs, encode_targets
+from arcpipe.data.canvas import encode_inputs, encode_targets, placement_draws
 from arcpipe.data.dataset import load_split
 from arcpipe.eval import ttt
 from arcpipe.eval.infer import make_batch
@@ -336,17 +336,11 @@ def draws_for(rows: list[dict[str, int]], samples: list[dict[str, Any]], canvas:
     """(B, 3) uniforms from which canvas.draw_placement picks each row's upstream scale and offset: the middle of
     the interval of u that maps to upstream's integer (0 for the blank rows)."""
     u = np.zeros((B, 3))
-    interior = canvas - 2
     for i, r in enumerate(rows):
         sample = samples[r["sample"]]
         h = max(len(sample["input"]), len(sample["output"]))
         w = max(len(sample["input"][0]), len(sample["output"][0]))
-        s = r["scale"]
-        u[i] = [
-            (s - 0.5) / max(interior // max(h, w), 1),
-            (r["x"] - 0.5) / max(interior - s * w, 1),
-            (r["y"] - 0.5) / max(interior - s * h, 1),
-        ]
+        u[i] = placement_draws(r["scale"], r["x"], r["y"], h, w, canvas)
     return u
 
 
