@@ -87,7 +87,7 @@ def test_draws_do_not_depend_on_how_the_batch_is_split() -> None:
     assert not np.array_equal(whole, canvas_draws(3, 8, np.arange(16)))  # another step, other placements
 
 
-@pytest.mark.parametrize("arch", ["varc", "varc-unet"])  # the ViT and the U-Net behind the same head
+@pytest.mark.parametrize("arch", ["varc", "varc-unet", "loopvit"])  # the ViT, the U-Net and LoopViT, one head
 def test_a_varc_run_trains_resumes_exactly_and_is_scored_with_attempts(
     tiny_dataset: Path, tmp_path: Path, write_config, arch: str
 ) -> None:
@@ -142,7 +142,7 @@ def test_grad_clip_bounds_the_gradient_each_optimizer_step_sees(
 
 # the ViT alone: test-time training reaches the model only through the head and its task-token table, which the
 # U-Net shares (its train/resume/evaluate test above covers the rest; on CPU its fits cost 48 s here)
-@pytest.mark.parametrize("arch", ["varc"])
+@pytest.mark.parametrize("arch", ["varc", "loopvit"])
 def test_test_time_training_jobs_redo_only_unfinished_tasks_and_collect_into_one_evaluation(
     tiny_dataset: Path, tmp_path: Path, tiny_checkpoint, monkeypatch: pytest.MonkeyPatch, arch: str
 ) -> None:

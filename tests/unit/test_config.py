@@ -27,7 +27,7 @@ def test_shipped_config_validates_and_plans_segments():
     run = cfg.runs["smoke-trm"]
     assert run.boundaries() == [2, 4]
     assert cfg.runs["urm-arc1"].segment_ends()[:2] == [20000, 40000]
-    assert set(cfg.runs_for("smoke")) == {"smoke-trm", "smoke-varc"}
+    assert set(cfg.runs_for("smoke")) == {"smoke-trm", "smoke-varc", "smoke-loopvit"}
 
 
 def test_schema_file_is_generated_from_the_models():
@@ -179,7 +179,11 @@ def test_the_snakefile_stops_with_one_line_per_problem_naming_its_sources():
         "runs.smoke-trm.preset='tine': not a preset of trm (presets: arc, default, tiny)",
         "config/config.yaml + /abs/bad.yaml + --config: evaluation.quick_puzzles=0: Input should be greater than 0",
     ]
-    assert workflow_config(SHIPPED, ["config/config.yaml"], [], {}).runs_for("smoke") == ["smoke-trm", "smoke-varc"]
+    assert workflow_config(SHIPPED, ["config/config.yaml"], [], {}).runs_for("smoke") == [
+        "smoke-trm",
+        "smoke-varc",
+        "smoke-loopvit",
+    ]
 
 
 def test_a_key_given_twice_is_refused_naming_both_lines(tmp_path, capsys):

@@ -30,8 +30,8 @@ def test_ensemble_last_is_off_by_default_and_takes_up_to_every_checkpoint():
         (-1, "config: evaluation.ensemble_last=-1: Input should be greater than or equal to 1"),
         (
             3,
-            "config: evaluation.ensemble_last=3 is more than the checkpoints of run smoke-trm (2), smoke-varc (2) "
-            "(epochs / eval_interval); lower ensemble_last",
+            "config: evaluation.ensemble_last=3 is more than the checkpoints of run smoke-trm (2), smoke-varc (2), "
+            "smoke-loopvit (2) (epochs / eval_interval); lower ensemble_last",
         ),
     ],
 )

@@ -32,7 +32,7 @@ def test_seeds_expand_into_one_run_per_seed_in_place_of_the_run():
     cfg = validate_config(_with_run(seeds=[0, 2]))
     assert list(cfg.runs)[:3] == ["smoke-trm-s0", "smoke-trm-s2", "smoke-varc"]
     assert "smoke-trm" not in cfg.runs
-    assert cfg.runs_for("smoke") == ["smoke-trm-s0", "smoke-trm-s2", "smoke-varc"]
+    assert cfg.runs_for("smoke") == ["smoke-trm-s0", "smoke-trm-s2", "smoke-varc", "smoke-loopvit"]
     shipped = validate_config(SHIPPED).runs["smoke-trm"]
     for seed in (0, 2):
         run = cfg.runs[f"smoke-trm-s{seed}"]

@@ -24,7 +24,7 @@ BIN = Path(sys.executable).parent
 # Runs of config/config.yaml left out of these scratch copies: the feature tests (gates, stop rules, seeds, ...) are
 # about smoke-trm, and each of their `snakemake smoke` runs would train and evaluate these too, a CPU minute apiece.
 # The shared smoke run (conftest.py, `smoke_run`) runs config/config.yaml as it is, these included.
-SHARED_RUN_ONLY = ("smoke-varc",)
+SHARED_RUN_ONLY = ("smoke-varc", "smoke-loopvit")
 
 
 def drop_runs(raw: dict, names: tuple[str, ...]) -> list[str]:
