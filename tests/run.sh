@@ -24,11 +24,12 @@ timeout -s INT -k 30 300 snakemake -n full > /dev/null
 # Three pytest-xdist workers on the machine's 2 cores, each taking whole files (--dist loadfile: a file's
 # module-scoped runs are made once, and every test on the SLURM lab is in one file, so one worker brings the lab up
 # and down), in the order tests/conftest.py gives: the files with slow tests first, the two rehearsals first of all.
-# The third worker was for the cluster files' waits (a worker polling a scheduler runs no other test; with two workers
-# the cores were 21% idle): measured on 2026-11-28 it left them as busy as two did (79%), so the idle time is in waits
-# inside tests other than those polls (not yet found which); it neither helps nor costs. Beside them, in another
-# process, the numeric tests under other kernel sets (below), so that they add no wall time of
-# their own. Its log follows the main one.
+# The third worker was for the cluster files' waits (a worker polling a scheduler runs no other test). Counted by
+# `time` (the run's process tree), two and three workers both kept the cores 79% busy; sampled from /proc/stat
+# (benchmarks/ci_cpu.py, 2026-11-28), the cores were 98% busy from the second minute to the last two: the other 19%
+# is CPU that `time` does not see (the SLURM lab's jobs run under slurmd). The suite is CPU-bound, so a third worker
+# neither helps nor costs. Beside them, in another process, the numeric tests under other kernel sets (below), so
+# that they add no wall time of their own. Its log follows the main one.
 isa_dir=$(mktemp -d)
 trap 'rm -rf "$isa_dir"' EXIT
 # The numeric tests again as on CPUs without AVX-512 or AVX2: kernels for other instruction sets round differently,
@@ -60,9 +61,12 @@ numeric_passes() {
             pytest -q --timeout=900 -p no:cacheprovider -m "numeric and not slow" tests/unit || return 1
     done
 }
+# The VM's speed on the day, which the suite's time follows (it is CPU-bound): importing torch has taken 1.0 CPU-s on
+# a fast day of CI's 2-core VM and 2.7 on a slow one (docs/reliability.md); measured before the tests start
+import_cpu=$( { TIMEFORMAT='%U %S'; time python -c 'import torch'; } 2>&1 | awk '{printf "%.1f", $1 + $2}')
 numeric_passes > "$isa_dir/log" 2>&1 &
 isa_pid=$!
-echo "== tests (3 workers)"
+echo "== tests (3 workers); importing torch took $import_cpu CPU-s here (the machine's speed today)"
 status=0
 pytest -q -n 3 --dist loadfile --no-loadscope-reorder --timeout=900 --durations=25 "$@" || status=$?
 isa_status=0
