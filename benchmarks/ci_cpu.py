@@ -52,6 +52,11 @@ def processes() -> dict[str, tuple[float, str]]:
     return found
 
 
+def _arcpipe(rest: list[str]) -> str:
+    """`arcpipe SUBCOMMAND`, the group's subcommand too where it has one (`arcpipe ttt job`)."""
+    return "arcpipe " + " ".join(rest[:2] if rest[:1] in (["ttt"], ["model"], ["data"], ["config"]) else rest[:1])
+
+
 def kind(argv: str) -> str:
     """A process's kind, from its command line: what the tables group by."""
     words = argv.split()
@@ -66,21 +71,19 @@ def kind(argv: str) -> str:
             rest = words[3:]
             if module == "arcpipe.launch" and "--" in rest:
                 rest = rest[rest.index("--") + 2 :]
-            return "arcpipe " + " ".join(rest[:1])
+            return _arcpipe(rest)
         if module == "pytest":
             return "pytest (the main process)"
         return f"python -m {module}"
     for i, name in enumerate(names):
         if name == "arcpipe":
-            rest = words[i + 1 :]
-            sub = rest[:2] if rest[:1] in (["ttt"], ["model"], ["data"], ["config"]) else rest[:1]
-            return "arcpipe " + " ".join(sub)
+            return _arcpipe(words[i + 1 :])
         if name == "snakemake":
             return "snakemake"
         if name == "pytest":
             return "pytest (the main process, or the numeric pass)"
-        if re.fullmatch(r"tmp\w+\.(\w+)\.py", name):
-            return "snakemake rule script " + re.fullmatch(r"tmp\w+\.(\w+)\.py", name).group(1)
+        if script := re.fullmatch(r"tmp\w+\.(\w+)\.py", name):
+            return "snakemake rule script " + script.group(1)
     if "exec(eval(sys.stdin.readline()))" in argv:  # execnet's bootstrap: a pytest-xdist worker
         return "pytest-xdist worker (its tests in-process)"
     return names[0][:40]

@@ -27,9 +27,10 @@ timeout -s INT -k 30 300 snakemake -n full > /dev/null
 # The third worker was for the cluster files' waits (a worker polling a scheduler runs no other test). Counted by
 # `time` (the run's process tree), two and three workers both kept the cores 79% busy; sampled from /proc/stat
 # (benchmarks/ci_cpu.py, 2026-11-28), the cores were 98% busy from the second minute to the last two: the other 19%
-# is CPU that `time` does not see (the SLURM lab's jobs run under slurmd). The suite is CPU-bound, so a third worker
-# neither helps nor costs. Beside them, in another process, the numeric tests under other kernel sets (below), so
-# that they add no wall time of their own. Its log follows the main one.
+# is CPU that `time` does not see (the SLURM lab's jobs run under slurmd, the fake cluster's pods outlive the kubectl
+# that started them). The suite is CPU-bound, so a third worker neither helps nor costs. Beside them, in another
+# process, the numeric tests under other kernel sets (below), so that they add no wall time of their own. Its log
+# follows the main one.
 isa_dir=$(mktemp -d)
 trap 'rm -rf "$isa_dir"' EXIT
 # The numeric tests again as on CPUs without AVX-512 or AVX2: kernels for other instruction sets round differently,

@@ -102,8 +102,7 @@ def test_smoke_ends_on_its_results_and_where_the_report_is(smoke_run):
     summary = pd.read_csv(work / "results/report/summary.csv").set_index("run")
     learning = pd.read_csv(work / "results/report/learning.csv").set_index("run")
 
-    runs = sorted(yaml.safe_load((ROOT / "config/config.yaml").read_text())["runs"])
-    runs = [run for run in runs if run.startswith("smoke-")]  # the smoke target's runs, in the summary's order
+    runs = ["smoke-loopvit", "smoke-trm", "smoke-varc"]  # the smoke target's runs, in the summary's order
     width = max(map(len, runs))
 
     def expected(run: str) -> str:  # CPU: no GPU-hours
@@ -112,7 +111,6 @@ def test_smoke_ends_on_its_results_and_where_the_report_is(smoke_run):
         return f"arcpipe:   {run:<{width}}  last {last}  train acc {accuracy:.1f}%  GPU-h 0.00"
 
     lines = [line for line in proc.stderr.splitlines() if line.startswith("arcpipe:")]
-    assert runs == ["smoke-loopvit", "smoke-trm", "smoke-varc"]
     assert lines[-(4 + len(runs)) :] == [
         "arcpipe: pass@2 in % of the last checkpoint (epoch), training token accuracy (mean of the last 3 counted "
         "steps), GPU-hours:",
