@@ -29,7 +29,10 @@ prefix), urm (upstream's bf16 conv; arcpipe's default), urm_conv_forward (the sa
 moved to the forward dtype after construction: arcpipe's `conv_dtype: forward`), transformer (TRM's baseline).
 `--tag avx2 --only urm` wrote golden_urm_avx2.pt on a 2-core AMD EPYC (AVX2): URM's bf16 kernels round differently
 on an AVX-512 machine (where golden_urm.pt was recorded), so each golden records its machine's `bf16_kernels`
-fingerprint, and the test compares tightly against the golden whose fingerprint is the test machine's.
+fingerprint, and the test compares tightly against the golden whose fingerprint is the test machine's. The
+fingerprint covers the bf16 kernels' backward since 2026-11-29 (an AVX-512 BF16 machine's forward matched the AVX2
+one's, its backward did not); golden_urm_avx2.pt's was then computed again on such a machine under
+ONEDNN_MAX_CPU_ISA=AVX2, where the replay matches that golden at the tight tolerances.
 
 Each golden holds the upstream state dict (the weights both sides load), six training ACT steps and then six
 evaluation steps on seeded batches (logits, Q values, loss, metrics, halting, step counts), the puzzle-embedding

@@ -130,16 +130,27 @@ def draw(golden: dict, seed: int) -> list[tuple[float, float]]:
 
 
 def bf16_kernel_fingerprint() -> str:
-    """sha256 of what this machine's bf16 kernels give on fixed data: a bf16 matmul shaped as URM's down_proj here
-    and a bf16 depthwise Conv1d shaped as its conv (the only parts of URM that stay bf16 in a float64 forward).
-    Where a machine's fingerprint equals a golden's, its kernels round as the recording machine's did, and the
-    URM replay is compared tightly (test_upstream_parity.py). Shared by that test and tests/tools/record_goldens.py."""
+    """sha256 of what this machine's bf16 kernels give on fixed data, forward and backward: a bf16 matmul shaped as
+    URM's down_proj here and a bf16 depthwise Conv1d shaped as its conv (the only parts of URM that stay bf16 in a
+    float64 forward), and the gradients of each with respect to its input and weights. Where a machine's fingerprint
+    equals a golden's, its kernels round as the recording machine's did, and the URM replay is compared tightly
+    (test_upstream_parity.py). The backward counts: on an AMD EPYC with AVX-512 BF16, oneDNN's bf16 forward gave the
+    AVX2 recording machine's bits and its backward did not (the puzzle-embedding gradient 12% off in one entry).
+    Shared by that test and tests/tools/record_goldens.py."""
     g = torch.Generator().manual_seed(0)
-    u = torch.randn(3, 28, 256, generator=g).to(torch.bfloat16)
-    w = (torch.randn(16, 256, generator=g) / 16).to(torch.bfloat16)
-    conv_w = torch.randn(256, 1, 2, generator=g).to(torch.bfloat16)
-    conv_b = torch.randn(256, generator=g).to(torch.bfloat16)
-    with torch.no_grad():
-        out = F.linear(u, w).float().numpy().tobytes()
-        out += F.conv1d(u.transpose(1, 2), conv_w, conv_b, padding=1, groups=256).float().numpy().tobytes()
+    u = torch.randn(3, 28, 256, generator=g).to(torch.bfloat16).requires_grad_()
+    w = (torch.randn(16, 256, generator=g) / 16).to(torch.bfloat16).requires_grad_()
+    conv_w = torch.randn(256, 1, 2, generator=g).to(torch.bfloat16).requires_grad_()
+    conv_b = torch.randn(256, generator=g).to(torch.bfloat16).requires_grad_()
+    linear = F.linear(u, w)
+    conv = F.conv1d(u.transpose(1, 2), conv_w, conv_b, padding=1, groups=256)
+    grads = torch.autograd.grad(
+        (linear, conv),
+        (u, w, conv_w, conv_b),
+        (
+            torch.randn(linear.shape, generator=g).to(torch.bfloat16),
+            torch.randn(conv.shape, generator=g).to(torch.bfloat16),
+        ),
+    )
+    out = b"".join(t.detach().float().numpy().tobytes() for t in (linear, conv, *grads))
     return hashlib.sha256(out).hexdigest()
