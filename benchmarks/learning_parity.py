@@ -1002,7 +1002,7 @@ def plot(
     axes[0].set(xlabel="step", ylabel="lm_loss", yscale="log", title="training loss (20-step mean)")
     axes[1].set(xlabel="step", ylim=(0, 1), title="training token accuracy (halted rows, 20-step mean)")
     axes[2].set(xlabel="step", ylim=(0, 1), title="test token accuracy (each side's evaluation)")
-    axes[3].set(xlabel="step", ylim=(0, 1), title="test pass@2: votes pooled over evaluations / each alone")
+    axes[3].set(xlabel="step", ylim=(0, 1), title="test pass@2 (pooled / each checkpoint alone)")
     for ax in axes:
         ax.legend(fontsize=8)
     fig.suptitle(f"{title}, bands min-max over seeds")
