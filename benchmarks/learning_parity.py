@@ -343,7 +343,7 @@ def run_all(args: argparse.Namespace, work: Path) -> None:
     tree = work / f"{args.family}_cpu"
     edits = cpu_tree(upstream, tree)
     print(
-        f"upstream {upstream} ({_commit(upstream)}) copied for the CPU: "
+        f"upstream {upstream} ({short_commit(upstream)}) copied for the CPU: "
         + ", ".join(f"{k} {v}" for k, v in edits.items())
     )
     sides = "the two sides of a seed one after the other" if args.one_at_a_time else "both sides of a seed at once"
@@ -365,7 +365,7 @@ def run_all(args: argparse.Namespace, work: Path) -> None:
         except Exception as err:  # noqa: BLE001  (the curves stand without it; said in the output)
             print(f"seed {seed}: upstream's checkpoint not scored by arcpipe: {err!r}")
             return
-        cross_figures = _fmt(runs["upstream"][-1]["cross"])
+        cross_figures = format_eval(runs["upstream"][-1]["cross"])
         print(f"seed {seed} upstream, its last checkpoint scored by arcpipe evaluate: {cross_figures}")
 
     env = {"WANDB_MODE": "disabled", "DISABLE_COMPILE": "1"}
@@ -374,7 +374,7 @@ def run_all(args: argparse.Namespace, work: Path) -> None:
         "model": fam.model,
         "train": TRAIN,
         "upstream_overrides": [*fam.upstream_arch, *fam.extra],
-        "upstream": f"{upstream.name} ({_commit(upstream)})",
+        "upstream": f"{upstream.name} ({short_commit(upstream)})",
         "epochs": args.epochs,
         "eval_interval": args.eval_interval,
         "arcpipe_epochs": args.arcpipe_epochs,
@@ -537,7 +537,7 @@ def cross(result: dict[str, Any], data: Path, dest: Path, fam: Family = FAMILIES
             by_step[step].update({f"cross_{k}": v for k, v in pooled.items()})
             if not fam.in_run_pass:  # NaN from upstream's worker until here
                 by_step[step].update({"pass@1": pooled["pooled_pass@1"], "pass@2": pooled["pooled_pass@2"]})
-    result["cross"] = _arcpipe_eval(m)
+    result["cross"] = arcpipe_eval(m)
 
 
 # ------------------------------------------------------------------------------------------------------------------
@@ -583,7 +583,7 @@ def arcpipe_train(args: argparse.Namespace, run: dict[str, Any]) -> None:
     def timed_step(*a: Any, **k: Any) -> dict[str, float]:
         record = step(*a, **k)
         stamps.append((int(record["step"]), time.monotonic()))
-        train.append(_train_row(record, record["step"]))
+        train.append(train_row(record, record["step"]))
         return record
 
     trainer.train_step = timed_step  # type: ignore[method-assign]
@@ -594,9 +594,9 @@ def arcpipe_train(args: argparse.Namespace, run: dict[str, Any]) -> None:
         ckpt = dest / "run" / "ckpt" / f"epoch_{epoch}.pt"
         m = evaluate_checkpoint(ckpt, args.data, dest / "eval" / f"epoch_{epoch}", device="cpu")
         pooled = _pooled_pass(sorted((dest / "eval").glob("epoch_*/votes.npz"), key=_epoch_of))
-        evals.append({"step": int(m["step"]), "epoch": epoch, **_arcpipe_eval(m), **pooled})
-        print(f"epoch {epoch}: {_fmt(evals[-1])}", flush=True)
-    _write_result(dest, train, evals, stamps, time.monotonic() - started, trainer.total_steps)
+        evals.append({"step": int(m["step"]), "epoch": epoch, **arcpipe_eval(m), **pooled})
+        print(f"epoch {epoch}: {format_eval(evals[-1])}", flush=True)
+    write_result(dest, train, evals, stamps, time.monotonic() - started, trainer.total_steps)
 
 
 def _epoch_of(path: Path) -> int:
@@ -616,7 +616,7 @@ def _pooled_pass(votes_paths: list[Path]) -> dict[str, float]:
     return {"pooled_pass@1": float(pass_at[1]), "pooled_pass@2": float(pass_at[2])}
 
 
-def _arcpipe_eval(m: dict[str, Any]) -> dict[str, float]:
+def arcpipe_eval(m: dict[str, Any]) -> dict[str, float]:
     return {
         "test_accuracy": m["eval/accuracy"],
         "test_exact_accuracy": m["eval/exact_accuracy"],
@@ -637,7 +637,7 @@ def upstream_worker(args: argparse.Namespace) -> None:
     fam = FAMILIES[args.family]
     tree: Path = args.tree.resolve()
     dest: Path = args.dest.resolve()
-    port = _free_port()
+    port = free_port()
     os.environ.update(LOCAL_RANK="0", RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     os.environ.update(LOCAL_WORLD_SIZE="1", DISABLE_COMPILE="1", WANDB_MODE="disabled", WANDB_SILENT="true")
     sys.path.insert(0, str(tree))
@@ -668,7 +668,7 @@ def upstream_worker(args: argparse.Namespace) -> None:
             original = wandb.log
 
             def recording_log(data: dict[str, Any], step: int | None = None, *a: Any, **k: Any) -> Any:
-                logged.append({"step": step, "t": time.monotonic(), **_flatten(data)})
+                logged.append({"step": step, "t": time.monotonic(), **flatten(data)})
                 return original(data, *a, step=step, **k)
 
             wandb.log = recording_log
@@ -685,7 +685,7 @@ def upstream_worker(args: argparse.Namespace) -> None:
     train, evals, stamps = [], [], []
     for row in logged:
         if "train/lm_loss" in row:
-            train.append(_train_row(row, row["step"]))
+            train.append(train_row(row, row["step"]))
             stamps.append((row["step"], row["t"]))
         elif "all/accuracy" in row:  # its evaluation: the test split's figures, and its ARC evaluator's (not HRM)
             stamps.append((-1, row["t"]))
@@ -699,13 +699,13 @@ def upstream_worker(args: argparse.Namespace) -> None:
                     "pass@2": float(row.get("ARC/pass@2", math.nan)),
                 }
             )
-            print(f"step {row['step']}: {_fmt(evals[-1])}", flush=True)
+            print(f"step {row['step']}: {format_eval(evals[-1])}", flush=True)
     if not (dest / "ckpt" / "all_config.yaml").exists():  # upstream writes it only with a live W&B run
         import yaml
 
         (dest / "ckpt" / "all_config.yaml").write_text(yaml.safe_dump(_upstream_config(overrides, tree)))
     total = max(r["step"] for r in train)
-    _write_result(dest, train, evals, stamps, time.monotonic() - started, total)
+    write_result(dest, train, evals, stamps, time.monotonic() - started, total)
 
 
 def _plus(tree: Path, key: str) -> str:
@@ -725,17 +725,17 @@ def _upstream_config(overrides: list[str], tree: Path) -> dict[str, Any]:
     return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
 
 
-def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+def flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k, v in data.items():
         if isinstance(v, dict):
-            out.update(_flatten(v, f"{prefix}{k}/"))
+            out.update(flatten(v, f"{prefix}{k}/"))
         else:
             out[f"{prefix}{k}"] = float(v) if hasattr(v, "__float__") else v
     return out
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -745,7 +745,7 @@ def _free_port() -> int:
 # shared by both workers
 
 
-def _train_row(r: dict[str, Any], step: int) -> dict[str, float]:
+def train_row(r: dict[str, Any], step: int) -> dict[str, float]:
     return {
         "step": int(step),
         "lm_loss": float(r["train/lm_loss"]),
@@ -756,7 +756,7 @@ def _train_row(r: dict[str, Any], step: int) -> dict[str, float]:
     }
 
 
-def _write_result(dest: Path, train: list[dict], evals: list[dict], stamps: list, wall: float, total: int) -> None:
+def write_result(dest: Path, train: list[dict], evals: list[dict], stamps: list, wall: float, total: int) -> None:
     gaps = [b[1] - a[1] for a, b in zip(stamps, stamps[1:], strict=False) if a[0] >= 0 and b[0] == a[0] + 1]
     result = {
         "steps": max(r["step"] for r in train),
@@ -769,7 +769,7 @@ def _write_result(dest: Path, train: list[dict], evals: list[dict], stamps: list
     (dest / "result.json").write_text(json.dumps(result))
 
 
-def _fmt(e: dict[str, float]) -> str:
+def format_eval(e: dict[str, float]) -> str:
     return (
         f"test token acc {100 * e['test_accuracy']:.1f}%, exact {100 * e['test_exact_accuracy']:.1f}%, "
         f"pass@1 {100 * e['pass@1']:.1f}%, pass@2 {100 * e['pass@2']:.1f}%"
@@ -781,11 +781,11 @@ def _summary(r: dict[str, Any]) -> str:
     return (
         f"{r['steps']} steps, {r['wall_s']:.0f} s, {r['steps_per_s']:.2f} steps/s, "
         f"peak RSS {r['peak_rss_mib']:.0f} MiB; "
-        f"lm_loss (last {TAIL}) {np.mean([x['lm_loss'] for x in tail]):.3f}; last eval: {_fmt(r['evals'][-1])}"
+        f"lm_loss (last {TAIL}) {np.mean([x['lm_loss'] for x in tail]):.3f}; last eval: {format_eval(r['evals'][-1])}"
     )
 
 
-def _commit(tree: Path) -> str:
+def short_commit(tree: Path) -> str:
     proc = subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
     return proc.stdout.strip() or "no git"
 
@@ -948,7 +948,7 @@ def _spread(values: list[float]) -> str:
     return f"{np.mean(values):.3f} ({min(values):.3f}-{max(values):.3f})"
 
 
-def _smooth(values: np.ndarray, window: int = 20) -> np.ndarray:
+def smooth(values: np.ndarray, window: int = 20) -> np.ndarray:
     out = np.full(len(values), np.nan)
     for i in range(len(values)):
         chunk = values[max(0, i - window + 1) : i + 1]
@@ -982,7 +982,7 @@ def plot(
                         for s in steps
                     ]
                 )
-                rows.append(_smooth(vals))
+                rows.append(smooth(vals))
             rows = np.array(rows)
             ax.plot(steps, np.nanmean(rows, 0), color=colours[side], label=f"{side} (mean of {len(rs)} seeds)")
             ax.fill_between(steps, np.nanmin(rows, 0), np.nanmax(rows, 0), color=colours[side], alpha=0.25)

@@ -415,11 +415,11 @@ def _spec(args: argparse.Namespace, work: Path, family: str, side: str, data: di
         spec["tree"] = str(_trm_tree(args.trm, work, cuda))
         spec["overrides"] = trm_overrides(Path(spec["tree"]), run, data["path"], cuda, Path(spec["dest"]))
         spec["adam_atan2"] = str(_sdist(args.adam_atan2, work)) if args.adam_atan2 else None
-        spec["commit"] = lp._commit(args.trm)
+        spec["commit"] = lp.short_commit(args.trm)
     elif side == "upstream":
         spec["tree"] = str(_copy_tree(args.varc, work / "varc" / "tree"))
         spec["flags"] = varc_flags(run, data["root"], cuda)
-        spec["commit"] = lp._commit(args.varc)
+        spec["commit"] = lp.short_commit(args.varc)
     return spec
 
 
@@ -592,7 +592,7 @@ def arcpipe_side(spec: dict[str, Any], clock: Clock) -> dict[str, Any]:
         )
         while trainer.position.batch < plan.num_batches and trainer.position.step < trainer.total_steps:
             record = trainer.train_step(plan)
-            clock.record({**lp._train_row(record, record["step"]), "rows": run.global_batch_size})
+            clock.record({**lp.train_row(record, record["step"]), "rows": run.global_batch_size})
             if clock.spent():
                 return {"notes": notes, "pauses": []}
         trainer.position.pass_index += 1
@@ -608,7 +608,7 @@ def trm_upstream(spec: dict[str, Any], clock: Clock) -> dict[str, Any]:
     cuda = spec["device"] == "cuda"
     tree = Path(spec["tree"])
     os.environ.update(LOCAL_RANK="0", RANK="0", WORLD_SIZE="1", LOCAL_WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
-                      MASTER_PORT=str(lp._free_port()))  # fmt: skip
+                      MASTER_PORT=str(lp.free_port()))  # fmt: skip
     if not cuda:
         os.environ["DISABLE_COMPILE"] = "1"
     sys.path[:0] = [*spec["path"], str(tree)]
@@ -627,9 +627,9 @@ def trm_upstream(spec: dict[str, Any], clock: Clock) -> dict[str, Any]:
 
             def recording_log(data: dict[str, Any], step: int | None = None, *a: Any, **k: Any) -> Any:
                 out = original(data, *a, step=step, **k)
-                flat = lp._flatten(data)
+                flat = lp.flatten(data)
                 if "train/lm_loss" in flat:
-                    clock.record({**lp._train_row(flat, step), "rows": batch})
+                    clock.record({**lp.train_row(flat, step), "rows": batch})
                     if clock.spent():
                         raise Stop
                 return out
@@ -809,7 +809,7 @@ def plot(curves: dict[str, list[dict[str, float]]], png: Path, title: str) -> No
             values = np.array([r[key] if c else math.nan for r, c in zip(rows, counted, strict=True)])
             for ax, x in zip(pair, (steps, seconds), strict=True):
                 ax.plot(x, values, color=colours[side], alpha=0.2, lw=0.6)
-                ax.plot(x, lp._smooth(values), color=colours[side], label=f"{side} ({len(rows)} steps)")
+                ax.plot(x, lp.smooth(values), color=colours[side], label=f"{side} ({len(rows)} steps)")
     axes[0].set(xlabel="step", ylabel="training loss", yscale="log", title="loss against step")
     axes[1].set(xlabel="seconds since the trainer's start", yscale="log", title="loss against time")
     axes[2].set(xlabel="step", ylabel="training accuracy", ylim=(0, 1), title="accuracy against step")

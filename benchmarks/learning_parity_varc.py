@@ -143,7 +143,7 @@ def run_all(args: argparse.Namespace, work: Path) -> None:
     data = work / "data"
     if not (data / "verify.json").exists():
         build(work, data)
-    print(f"upstream {args.varc} ({lp._commit(args.varc)}), used as it is (VARC picks the CPU itself)")
+    print(f"upstream {args.varc} ({lp.short_commit(args.varc)}), used as it is (VARC picks the CPU itself)")
     beside: list[dict[str, Any]] = []
 
     def command(side: str, seed: int, dest: Path) -> list[str]:
@@ -185,7 +185,7 @@ def run_all(args: argparse.Namespace, work: Path) -> None:
         "eval_interval": args.eval_interval,
         "seeds": args.seeds,
         "arcpipe_sampler": args.varc_sampler,
-        "upstream": f"lillian039/VARC offline_train_ARC.py ({lp._commit(args.varc)}; sha256 {_sha256(args.varc)})",
+        "upstream": f"lillian039/VARC offline_train_ARC.py ({lp.short_commit(args.varc)}; sha256 {_sha256(args.varc)})",
         "evaluation": "both sides' checkpoints scored by arcpipe evaluate: one view, 10 canvas attempts per test "
         "input (random scale and offset), voted; upstream's own: single view, scale 2, offset 1",
     }  # fmt: skip
@@ -317,10 +317,10 @@ def upstream_worker(args: argparse.Namespace) -> None:
     for epoch, path in saved:
         m = score_upstream(path, task_lookup, args.data, dest / "cross" / f"epoch_{epoch}")
         own_row = own[epoch - 1]
-        evals.append({"step": own_row["step"], "epoch": epoch, **lp._arcpipe_eval(m),
+        evals.append({"step": own_row["step"], "epoch": epoch, **lp.arcpipe_eval(m),
                       "own_loss": own_row["loss"], "own_exact_accuracy": own_row["exact_accuracy"]})  # fmt: skip
-        print(f"epoch {epoch}: {lp._fmt(evals[-1])}", flush=True)
-    lp._write_result(dest, train, evals, stamps, trained, len(train))
+        print(f"epoch {epoch}: {lp.format_eval(evals[-1])}", flush=True)
+    lp.write_result(dest, train, evals, stamps, trained, len(train))
     result = json.loads((dest / "result.json").read_text())
     result["own_evals"] = own  # upstream's own figures at every epoch
     (dest / "result.json").write_text(json.dumps(result))
@@ -417,7 +417,7 @@ def plot(runs: dict[str, list[dict[str, Any]]], png: Path) -> None:
         n = min(len(t) for t in trains)
         steps = np.arange(1, n + 1)
         for ax, key in ((axes[0], "lm_loss"), (axes[1], "accuracy")):
-            rows = np.array([lp._smooth(np.array([x[key] for x in t[:n]])) for t in trains])
+            rows = np.array([lp.smooth(np.array([x[key] for x in t[:n]])) for t in trains])
             ax.plot(steps, rows.mean(0), color=colours[side], label=f"{side} (mean of {len(rs)} seeds)")
             ax.fill_between(steps, rows.min(0), rows.max(0), color=colours[side], alpha=0.25)
         ev_steps = np.array([e["step"] for e in rs[0]["evals"]])

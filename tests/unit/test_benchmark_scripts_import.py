@@ -3,11 +3,10 @@ GPU, where a renamed constant would only show after minutes of set-up)."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from types import ModuleType
 
 import pytest
 
@@ -15,9 +14,8 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
 @pytest.mark.parametrize("script", sorted(p.name for p in BENCHMARKS.glob("*.py")))
-def test_benchmark_script_imports(script: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.syspath_prepend(str(BENCHMARKS))  # as `python benchmarks/X.py` runs: its siblings import
-    module = _load(script)
+def test_benchmark_script_imports(script: str, benchmark_script: Callable[[str], ModuleType]) -> None:
+    module = benchmark_script(script)
     if callable(getattr(module, "main", None)):
         return
     # a script's library (learning_parity_varc.py: learning_parity.py --varc's side) has no main of its own, and a
@@ -27,24 +25,9 @@ def test_benchmark_script_imports(script: str, monkeypatch: pytest.MonkeyPatch) 
     assert users, f"benchmarks/{script} has no main(), and no other benchmark script imports it"
 
 
-def test_ttt_batched_mfu_is_a_share_of_the_peak(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ttt_batched_mfu_is_a_share_of_the_peak(benchmark_script: Callable[[str], ModuleType]) -> None:
     # printed on CUDA only, so a type error there shows after minutes of a lent GPU (2026-11-28: Flops / float)
-    monkeypatch.syspath_prepend(str(BENCHMARKS))
-    module = _load("ttt_batched.py")
+    module = benchmark_script("ttt_batched.py")
     one = module.mfu("arc", 1_000, 1.0, "NVIDIA H200")
     assert isinstance(one, float) and 0 < one < 1
     assert module.mfu("arc", 2_000, 1.0, "NVIDIA H200") == pytest.approx(2 * one)  # linear in the rows trained
-
-
-def _load(script: str) -> Any:
-    """benchmarks/`script` imported as a module: its imports and definitions; main() runs under __main__ only."""
-    name = f"benchmark_{script[:-3]}"
-    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / script)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up there
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        del sys.modules[name]
-    return module

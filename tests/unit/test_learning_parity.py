@@ -3,32 +3,21 @@ would otherwise find out late."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
 
 from arcpipe.config.arch import make_arch_config
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
-
 
 @pytest.fixture(scope="module")
-def lp() -> Any:
-    sys.path.insert(0, str(BENCHMARKS))
-    spec = importlib.util.spec_from_file_location("learning_parity_under_test", BENCHMARKS / "learning_parity.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclass looks its module up there
-    try:
-        spec.loader.exec_module(module)
-        yield module
-    finally:
-        del sys.modules[spec.name]
-        sys.path.remove(str(BENCHMARKS))
+def lp(benchmark_script: Callable[[str], ModuleType]) -> ModuleType:
+    return benchmark_script("learning_parity.py")
 
 
 @pytest.mark.parametrize("family", ["trm", "hrm", "urm"])

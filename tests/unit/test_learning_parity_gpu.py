@@ -5,34 +5,19 @@ would only fail there fails here, in milliseconds."""
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import math
-import sys
-from pathlib import Path
+from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 import pytest
 
 from arcpipe.config import WorkflowConfig
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
-
 
 @pytest.fixture(scope="module")
-def lpg() -> Any:
-    sys.path.insert(0, str(BENCHMARKS))
-    spec = importlib.util.spec_from_file_location(
-        "learning_parity_gpu_under_test", BENCHMARKS / "learning_parity_gpu.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclass looks its module up there
-    try:
-        spec.loader.exec_module(module)
-        yield module
-    finally:
-        del sys.modules[spec.name]
-        sys.path.remove(str(BENCHMARKS))
+def lpg(benchmark_script: Callable[[str], ModuleType]) -> ModuleType:
+    return benchmark_script("learning_parity_gpu.py")
 
 
 def _rows(times: list[float], rows: int = 4, **extra: float) -> list[dict[str, float]]:
