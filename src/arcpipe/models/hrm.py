@@ -20,6 +20,7 @@ from arcpipe.models.layers import InnerCarry, RecursiveCore, init_state, make_bl
 
 
 class HRM(RecursiveCore):
+    states = ("H_init", "L_init")
     halt_rule = "q_halt>q_continue"
     bootstrap_q = True
 
@@ -30,18 +31,6 @@ class HRM(RecursiveCore):
         self.L_level = make_blocks(config.L_layers, **config.block_kwargs())
         self.H_init = init_state(config.hidden_size, self.forward_dtype)
         self.L_init = init_state(config.hidden_size, self.forward_dtype)
-
-    def empty_carry(self, batch_size: int, device: torch.device) -> InnerCarry:
-        shape = self.state_shape(batch_size)
-        return (
-            torch.empty(shape, dtype=self.forward_dtype, device=device),
-            torch.empty(shape, dtype=self.forward_dtype, device=device),
-        )
-
-    def reset_carry(self, reset: Tensor, carry: InnerCarry) -> InnerCarry:
-        z_H, z_L = carry
-        r = reset.view(-1, 1, 1)
-        return torch.where(r, self.H_init, z_H), torch.where(r, self.L_init, z_L)
 
     def recur(self, carry: InnerCarry, x: Tensor) -> tuple[InnerCarry, Tensor]:
         cos_sin = self.cos_sin()

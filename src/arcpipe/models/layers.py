@@ -276,7 +276,8 @@ class ReasoningModule(nn.Module):
 class RecursiveCore(nn.Module):
     """I/O shared by every model: token + puzzle embeddings in, lm_head and q_head out.
 
-    Subclasses set the class attributes below and implement `empty_carry`, `reset_carry` and `recur`.
+    Subclasses set the class attributes below and implement `recur`. The carry is a tuple of states, each
+    (B, P+L, D) in the forward dtype, reset to the buffer that `states` names for it.
     `forward(carry, batch)` = `recur(carry, input_embeddings(batch))` returns (new carry, logits, q_halt,
     q_continue); the new carry is detached, logits are (B, L, V) in the forward dtype, q values fp32 (B,).
     """
@@ -284,6 +285,7 @@ class RecursiveCore(nn.Module):
     # halting: "q_halt>0" (TRM no_ACT_continue, URM) or "q_halt>q_continue" (HRM, TRM-continue, transformer)
     halt_rule: str = "q_halt>0"
     bootstrap_q: bool = False  # an extra no-grad forward gives the Q-continue target (HRM)
+    states: tuple[str, ...] = ("H_init",)  # the carry's states in order, each by its initial state's buffer
 
     def __init__(
         self,
@@ -331,12 +333,6 @@ class RecursiveCore(nn.Module):
 
     # -- subclass API ----------------------------------------------------------------------------------------
 
-    def empty_carry(self, batch_size: int, device: torch.device) -> InnerCarry:
-        raise NotImplementedError
-
-    def reset_carry(self, reset: Tensor, carry: InnerCarry) -> InnerCarry:
-        raise NotImplementedError
-
     def recur(self, carry: InnerCarry, x: Tensor) -> tuple[InnerCarry, Tensor]:
         """One ACT step of the recursion from `carry` with input embedding x (B, P+L, D); returns (carry, z)."""
         raise NotImplementedError
@@ -372,6 +368,16 @@ class RecursiveCore(nn.Module):
 
     def state_shape(self, batch_size: int) -> tuple[int, int, int]:
         return (batch_size, self.seq_len + self.puzzle_emb_len, self.hidden_size)
+
+    def empty_carry(self, batch_size: int, device: torch.device) -> InnerCarry:
+        """Uninitialised states: every row is reset (`reset_carry`) before its first step."""
+        shape = self.state_shape(batch_size)
+        return tuple(torch.empty(shape, dtype=self.forward_dtype, device=device) for _ in self.states)
+
+    def reset_carry(self, reset: Tensor, carry: InnerCarry) -> InnerCarry:
+        """The rows where `reset` (B,) holds start again from the initial states."""
+        r = reset.view(-1, 1, 1)
+        return tuple(torch.where(r, getattr(self, name), z) for name, z in zip(self.states, carry, strict=True))
 
 
 def make_blocks(n: int, **kwargs: object) -> ReasoningModule:

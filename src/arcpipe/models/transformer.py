@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
 from torch import Tensor
 
 from arcpipe.config.arch import TransformerConfig
@@ -25,12 +24,6 @@ class Transformer(RecursiveCore):
             self.halt_rule = "none"
         self.H_level = make_blocks(config.H_layers, **config.block_kwargs())
         self.H_init = init_state(config.hidden_size, self.forward_dtype)
-
-    def empty_carry(self, batch_size: int, device: torch.device) -> InnerCarry:
-        return (torch.empty(self.state_shape(batch_size), dtype=self.forward_dtype, device=device),)
-
-    def reset_carry(self, reset: Tensor, carry: InnerCarry) -> InnerCarry:
-        return (torch.where(reset.view(-1, 1, 1), self.H_init, carry[0]),)
 
     def recur(self, carry: InnerCarry, x: Tensor) -> tuple[InnerCarry, Tensor]:
         z_H = self.H_level(carry[0], x, self.cos_sin())

@@ -21,6 +21,8 @@ from arcpipe.models.layers import InnerCarry, RecursiveCore, init_state, make_bl
 
 
 class TRM(RecursiveCore):
+    states = ("H_init", "L_init")
+
     def __init__(self, config: TRMConfig, **sizes: Any) -> None:
         super().__init__(**config.core_kwargs(), **sizes)  # sizes: see RecursiveCore
         self.config = config
@@ -30,18 +32,6 @@ class TRM(RecursiveCore):
         self.L_level = make_blocks(config.L_layers, **config.block_kwargs(), mlp_t_len=mlp_t_len)
         self.H_init = init_state(config.hidden_size, self.forward_dtype)
         self.L_init = init_state(config.hidden_size, self.forward_dtype)
-
-    def empty_carry(self, batch_size: int, device: torch.device) -> InnerCarry:
-        shape = self.state_shape(batch_size)
-        return (
-            torch.empty(shape, dtype=self.forward_dtype, device=device),
-            torch.empty(shape, dtype=self.forward_dtype, device=device),
-        )
-
-    def reset_carry(self, reset: Tensor, carry: InnerCarry) -> InnerCarry:
-        z_H, z_L = carry
-        r = reset.view(-1, 1, 1)
-        return torch.where(r, self.H_init, z_H), torch.where(r, self.L_init, z_L)
 
     def recur(self, carry: InnerCarry, x: Tensor) -> tuple[InnerCarry, Tensor]:
         cos_sin = self.cos_sin()

@@ -26,6 +26,7 @@ from arcpipe.models.layers import Block, InnerCarry, RecursiveCore, init_state
 
 
 class URM(RecursiveCore):
+    states = ("init_hidden",)
     halt_rule = "q_halt>0"
 
     def __init__(self, config: URMConfig, **sizes: Any) -> None:
@@ -37,12 +38,6 @@ class URM(RecursiveCore):
             for _ in range(config.num_layers)
         )
         self.init_hidden = init_state(config.hidden_size, self.forward_dtype)
-
-    def empty_carry(self, batch_size: int, device: torch.device) -> InnerCarry:
-        return (torch.empty(self.state_shape(batch_size), dtype=self.forward_dtype, device=device),)
-
-    def reset_carry(self, reset: Tensor, carry: InnerCarry) -> InnerCarry:
-        return (torch.where(reset.view(-1, 1, 1), self.init_hidden, carry[0]),)
 
     def recur(self, carry: InnerCarry, x: Tensor) -> tuple[InnerCarry, Tensor]:
         cos_sin = self.cos_sin()
