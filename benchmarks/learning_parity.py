@@ -252,6 +252,18 @@ def main() -> None:
         default="examples",
         help="arcpipe's sampler on VARC's side: examples (its own draws), upstream (upstream's rows; docs/varc.md)",
     )
+    parser.add_argument(
+        "--arcpipe-sampler",
+        choices=["upstream"],
+        help="TRM, HRM, URM: arcpipe's side with `sampler: upstream` (upstream's PuzzleDataset draws, "
+        "train/upstream_puzzles.py) instead of its own hashes",
+    )
+    parser.add_argument(
+        "--upstream-from",
+        type=Path,
+        help="an earlier report's JSON (--out_FAMILY.json): each seed's upstream side read from it (upstream's run "
+        "of a seed is the same run on a CPU) and arcpipe's side run alone; its arcpipe side is compared too",
+    )
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--epochs", type=int, help="default: TRM 80, HRM and URM 40, VARC learning_parity_varc.EPOCHS")
     parser.add_argument(
@@ -283,6 +295,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--data", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--dest", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--sampler", help=argparse.SUPPRESS)  # the arcpipe worker's run setting
     args = parser.parse_args()
     if args.worker:
         os.environ["OMP_NUM_THREADS"] = "1"
@@ -299,7 +312,7 @@ def main() -> None:
     trees = {name: getattr(args, name) for name in FAMILIES if getattr(args, name) is not None}
     if not trees and args.varc is None:
         parser.error("--trm, --hrm or --urm with --adam-atan2, or --varc (VARC), are required")
-    if trees and args.adam_atan2 is None:
+    if trees and args.adam_atan2 is None and args.upstream_from is None:
         parser.error(f"--{next(iter(trees))} needs --adam-atan2")
     families = [(name, run_all, FAMILIES[name].epochs, FAMILIES[name].interval) for name in trees]
     if args.varc is not None:
@@ -341,11 +354,15 @@ def run_all(args: argparse.Namespace, work: Path) -> None:
     if not (data / "verify.json").exists():
         build(work, data)
     tree = work / f"{args.family}_cpu"
-    edits = cpu_tree(upstream, tree)
-    print(
-        f"upstream {upstream} ({short_commit(upstream)}) copied for the CPU: "
-        + ", ".join(f"{k} {v}" for k, v in edits.items())
-    )
+    earlier = _earlier(args.upstream_from, args.seeds) if args.upstream_from else None
+    if earlier is None:
+        edits = cpu_tree(upstream, tree)
+        print(
+            f"upstream {upstream} ({short_commit(upstream)}) copied for the CPU: "
+            + ", ".join(f"{k} {v}" for k, v in edits.items())
+        )
+    else:
+        print(f"upstream's side of seeds {args.seeds} read from {args.upstream_from}; arcpipe's side runs alone")
     sides = "the two sides of a seed one after the other" if args.one_at_a_time else "both sides of a seed at once"
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; {sides}, 1 thread each")
 
@@ -357,6 +374,8 @@ def run_all(args: argparse.Namespace, work: Path) -> None:
         cmd += ["--data", str(data), "--dest", str(dest), "--epochs", str(epochs), "--eval-interval", str(interval)]
         if side == "upstream":
             cmd += ["--tree", str(tree), "--adam-atan2", str(args.adam_atan2)]
+        elif args.arcpipe_sampler:
+            cmd += ["--sampler", args.arcpipe_sampler]
         return cmd
 
     def after(seed: int, runs: dict[str, list[dict[str, Any]]]) -> None:
@@ -369,7 +388,8 @@ def run_all(args: argparse.Namespace, work: Path) -> None:
         print(f"seed {seed} upstream, its last checkpoint scored by arcpipe evaluate: {cross_figures}")
 
     env = {"WANDB_MODE": "disabled", "DISABLE_COMPILE": "1"}
-    runs = run_seeds(args.seeds, work, command, env, after, args.one_at_a_time, args.reuse)
+    given = earlier["upstream"] if earlier else None
+    runs = run_seeds(args.seeds, work, command, env, None if given else after, args.one_at_a_time, args.reuse, given)
     config = {
         "model": fam.model,
         "train": TRAIN,
@@ -380,10 +400,55 @@ def run_all(args: argparse.Namespace, work: Path) -> None:
         "arcpipe_epochs": args.arcpipe_epochs,
         "seeds": args.seeds,
         "one_at_a_time": args.one_at_a_time,
+        "arcpipe_sampler": args.arcpipe_sampler or "default (hashes)",
+        **({"upstream_from": args.upstream_from.name} if earlier else {}),
     }
     margins = MARGINS if fam.in_run_pass else {k: v for k, v in MARGINS.items() if k not in ("pass@1", "pass@2")}
     title = f"{args.family.upper()} ({_shape(fam.model)}) on 8 ARC-AGI-1 tasks: arcpipe vs upstream pretrain.py"
-    report(runs, args, time.monotonic() - started, args.family, margins, config=config, plot_of=_titled(plot, title))
+    extra = None
+    if earlier:  # the earlier report's arcpipe side (its default sampler) beside this one, seed for seed
+        title += f", arcpipe with sampler {args.arcpipe_sampler or 'default'}"
+        extra = {"earlier_arcpipe_finals": [finals(r) for r in earlier["arcpipe"]]}
+        extra["against_earlier_arcpipe"] = {
+            k: tost([finals(r)[k] for r in runs["arcpipe"]], [f[k] for f in extra["earlier_arcpipe_finals"]], m)
+            for k, m in margins.items()
+        }
+        head = f"{'earlier arcpipe (default sampler)':>34} {'this arcpipe':>26} {'diff':>8} {'90% CI':>18}"
+        print(f"\n{'figure':<22} {head}")
+        for key, t in extra["against_earlier_arcpipe"].items():
+            before = [f[key] for f in extra["earlier_arcpipe_finals"]]
+            now = [finals(r)[key] for r in runs["arcpipe"]]
+            ci = f"[{t['ci90'][0]:+.3f}, {t['ci90'][1]:+.3f}]"
+            print(f"{key:<22} {_spread(before):>34} {_spread(now):>26} {t['diff']:>+8.3f} {ci:>18}")
+    report(
+        runs,
+        args,
+        time.monotonic() - started,
+        args.family,
+        margins,
+        config=config,
+        plot_of=_titled(plot, title),
+        extra=extra,
+    )
+
+
+def _earlier(path: Path, seeds: list[int]) -> dict[str, list[dict[str, Any]]]:
+    """The runs of `seeds` in an earlier report's JSON, each side's (report's `_compact` undone)."""
+    payload = json.loads(path.read_text())
+    out: dict[str, list[dict[str, Any]]] = {}
+    for side, rs in payload["runs"].items():
+        by_seed = {r["seed"]: r for r in rs}
+        missing = [s for s in seeds if s not in by_seed]
+        if missing:
+            sys.exit(f"{path}: no {side} run of seeds {missing} (it has {sorted(by_seed)})")
+        out[side] = []
+        for seed in seeds:
+            r = dict(by_seed[seed])
+            r["train"] = [
+                dict(zip(r["train"], values, strict=True)) for values in zip(*r["train"].values(), strict=True)
+            ]
+            out[side].append(r)
+    return out
 
 
 def _shape(model: dict[str, Any]) -> str:
@@ -404,17 +469,24 @@ def run_seeds(
     after: Callable[[int, dict[str, list[dict[str, Any]]]], None] | None = None,
     sequential: bool = False,
     reuse: bool = False,
+    given: list[dict[str, Any]] | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
     """Both sides of each seed at once (each its own process, `command(side, seed, dest)`, one thread), or one after
     the other (`sequential`: one process at a time), seeds one after another; each side's result.json with its
     seed, wall time and peak RSS (os.wait4 of its process tree). `after(seed, runs)` runs once both sides of a seed
     have ended; then each side's figures are kept as `final.json` beside its command, and with `reuse` a seed whose
-    two sides were finished by the same commands is read back instead of run again (more seeds added to a run)."""
+    two sides were finished by the same commands is read back instead of run again (more seeds added to a run).
+    `given`: upstream's result of each seed, from an earlier report: arcpipe's side runs alone."""
     runs: dict[str, list[dict[str, Any]]] = {"arcpipe": [], "upstream": []}
     groups = [("upstream",), ("arcpipe",)] if sequential else [("upstream", "arcpipe")]
-    for seed in seeds:
-        kept = {side: work / f"{side}-s{seed}" / "final.json" for side in runs}
-        commands = {side: command(side, seed, work / f"{side}-s{seed}") for side in runs}
+    if given is not None:
+        groups = [("arcpipe",)]
+    for index, seed in enumerate(seeds):
+        if given is not None:
+            runs["upstream"].append(given[index])
+        sides = [side for group in groups for side in group]
+        kept = {side: work / f"{side}-s{seed}" / "final.json" for side in sides}
+        commands = {side: command(side, seed, work / f"{side}-s{seed}") for side in sides}
         if reuse and all(p.exists() and json.loads(p.read_text())["command"] == commands[s] for s, p in kept.items()):
             for side, path in kept.items():
                 runs[side].append(json.loads(path.read_text())["result"])
@@ -546,7 +618,8 @@ def cross(result: dict[str, Any], data: Path, dest: Path, fam: Family = FAMILIES
 
 def arcpipe_worker(args: argparse.Namespace) -> None:
     fam = FAMILIES[args.family]
-    arcpipe_train(args, {"arch": fam.arch, "preset": "tiny", "arch_overrides": fam.model, "ema": False, **TRAIN})
+    run = {"arch": fam.arch, "preset": "tiny", "arch_overrides": fam.model, "ema": False, **TRAIN}
+    arcpipe_train(args, {**run, **({"sampler": args.sampler} if args.sampler else {})})
 
 
 def arcpipe_train(args: argparse.Namespace, run: dict[str, Any]) -> None:

@@ -573,7 +573,6 @@ def arcpipe_side(spec: dict[str, Any], clock: Clock) -> dict[str, Any]:
     the budget for TRM, and VARC's would cost arcpipe time upstream does not spend)."""
     from arcpipe.config import WorkflowConfig, compiles
     from arcpipe.train.loop import Trainer
-    from arcpipe.train.sampler import plan_for
 
     cfg = WorkflowConfig.model_validate({"datasets": {"d": spec["data"]["config"]}, "runs": {"r": spec["run"]}})
     run = cfg.runs["r"]
@@ -587,9 +586,7 @@ def arcpipe_side(spec: dict[str, Any], clock: Clock) -> dict[str, Any]:
         f"optimizers {', '.join(sorted(backends))}; EMA {'on' if trainer.ema else 'off'}"
     ]
     while (trainer.position.pass_index + 1) * run.eval_interval <= run.epochs:
-        plan = plan_for(run.sampler, run.num_devices)(
-            trainer.split, run.seed, trainer.position.pass_index, run.eval_interval, run.global_batch_size
-        )
+        plan = trainer.plan(trainer.position.pass_index)
         while trainer.position.batch < plan.num_batches and trainer.position.step < trainer.total_steps:
             record = trainer.train_step(plan)
             clock.record({**lp.train_row(record, record["step"]), "rows": run.global_batch_size})

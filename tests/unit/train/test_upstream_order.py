@@ -31,7 +31,6 @@ import pytest
 import torch
 
 from arcpipe.config import WorkflowConfig
-from arcpipe.config.runs import RunConfig
 from arcpipe.data.augment import to_canvas
 from arcpipe.data.canvas import draw_placement
 from arcpipe.train import upstream_order
@@ -154,13 +153,6 @@ def test_planted_changes_fail(monkeypatch, name, plant):
     run = RUNS[name]
     plant(monkeypatch)
     assert arcpipe_rows(run) != upstream_trained_rows(run)
-
-
-def test_sampler_upstream_is_for_canvas_models_only():
-    base = {"dataset": "d", "preset": "tiny", "target": "smoke", "epochs": 2, "eval_interval": 1}
-    assert RunConfig(**base, arch="varc", sampler="upstream").model_dump()["sampler"] == "upstream"
-    with pytest.raises(ValueError, match="sampler=upstream draws upstream VARC's rows"):
-        RunConfig(**base, arch="trm", sampler="upstream")
 
 
 # ---------------------------------------------------------------------------------------------------------------
