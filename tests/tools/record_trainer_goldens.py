@@ -26,6 +26,12 @@ on module attributes before `launch` runs:
   `torch.rand_like` / `torch.randint_like` returned inside the step (upstream's ACT exploration draws, which the
   test turns into arcpipe's `batch["halt_min_steps"]`), and at step SNAPSHOT_STEP and at the end the parameters,
   the puzzle-embedding table, every optimizer's state and the EMA shadow;
+* the train loader's iterator records its base seed (`loader_base_seed`), from which PyTorch seeds the loader
+  worker's NumPy generator, where TRM and HRM draw a visit's examples: with it arcpipe's `sampler: upstream` draws the
+  run's very rows (tests/unit/train/test_upstream_puzzles.py). The TRM and HRM goldens recorded on 2026-11-27 got the
+  field on 2026-11-29 from a re-run of this tool on another CPU: its torch generator draws the same numbers (only the
+  initialisation's rounding differed there), and the base seed it recorded gives the stored rows exactly, which the
+  test checks;
 * forward hooks on the ACT module and the SignSGD kernel measure how far the discrete outcomes (halting, argmax,
   the sign of each puzzle-embedding gradient) sit from their thresholds; the script refuses a golden where one sits
   closer than MIN_MARGIN (rounding on another CPU could flip it).
@@ -400,6 +406,17 @@ def _run(family: str, spec: dict[str, Any], data: Path, cpu: Path, logged: list)
             state["snapshot"] = _train_state(train_state, optimizers=False)
         return metrics
 
+    # the train loader's iterator base seed: its worker seeds NumPy's global generator from it (TRM and HRM draw a
+    # visit's examples there), so that arcpipe's `sampler: upstream` can draw this run's very rows
+    original_iter = torch.utils.data.DataLoader.__iter__
+
+    def loader_iter(loader):
+        iterator = original_iter(loader)
+        if getattr(loader.dataset, "split", None) == "train" and "loader_base_seed" not in state:
+            state["loader_base_seed"] = int(iterator._base_seed)
+        return iterator
+
+    torch.utils.data.DataLoader.__iter__ = loader_iter
     pretrain.train_batch = train_batch
     pretrain.create_model = create_model
     if hasattr(pretrain, "save_code_and_config"):
@@ -455,6 +472,7 @@ def _run(family: str, spec: dict[str, Any], data: Path, cpu: Path, logged: list)
         "final": final,
         "margins": {k: float(v) for k, v in state["margins"].items()},
         "logged_steps": sorted({s for s, _ in logged if s is not None}),
+        "loader_base_seed": state["loader_base_seed"],
         "overrides": overrides,
     }
 

@@ -9,13 +9,13 @@ Two goldens, both from upstream's own code, neither recorded for this test:
   np.random.seed(seed). Here the same passes drawn by `draw_visits` with that generator must give every visit's
   puzzle, rows and first row, and every pass's batches: 150,000 visits, exactly;
 * tests/data/trainer/trainer_*.pt (tests/tools/record_trainer_goldens.py): upstream's own `pretrain.py` for
-  HRM, TRM and URM, its DataLoader worker drawing, every step's rows written down (111-116 steps). arcpipe's
-  Trainer with `sampler: upstream` must plan URM's rows exactly (URM's rank 0 walks the loader once before each pass
-  it trains: the pass it trains is the loader's second) and, trained on them with upstream's exploration draws,
-  give upstream's loss at every step and its final weights: the whole run, its sampler included. For TRM and HRM
-  the examples within a visit come from the worker's NumPy generator, seeded from a torch draw of upstream's own
-  process, so they are upstream's draws but not this run's; every row's puzzle (the Philox draws) must be the
-  golden's.
+  HRM, TRM and URM, its DataLoader worker drawing, every step's rows written down (111-116 steps), with the train
+  loader's base seed (from which PyTorch seeds the worker's NumPy generator). arcpipe's Trainer with `sampler:
+  upstream`, its worker generator seeded from that base seed, must plan every row exactly (URM's rank 0 walks the
+  loader once before each pass it trains: the pass it trains is the loader's second) and, trained on its own draws
+  with upstream's exploration draws, give upstream's loss at every step and its final weights: the whole run, its
+  sampler included. With a base seed of its own (a run's: a torch draw after arcpipe's initialisation) TRM and HRM
+  draw the same puzzles and other examples of them.
 
 Planted changes fail: URM's pass without the walk, the global generator reseeded every pass, the dropped batch's
 draws skipped, TRM's examples from the pass's Philox generator (URM's rule), the loader's passes counted from 0.
@@ -145,20 +145,38 @@ def record_via_module(arrays, run, passes):
 # upstream's own trainers' rows: the Trainer's plan, and URM's whole run
 
 
+def upstream_trainer(golden: dict[str, Any], tmp_path: Path, **changes: Any):
+    """The parity Trainer with `sampler: upstream`, NumPy's worker generator seeded as in upstream's run (TRM, HRM:
+    from the loader's base seed the recorder kept; URM draws none from it)."""
+    trainer = _trainer(golden, tmp_path, sampler="upstream", **changes)
+    if "loader_base_seed" in golden:
+        trainer.upstream_puzzles.rng = upstream_puzzles.worker_generator(golden["loader_base_seed"])
+    return trainer
+
+
 @pytest.mark.parametrize("family", ["trm", "hrm", "urm"])
 def test_the_trainer_plans_upstream_trainers_rows(family, tmp_path):
     golden = _load(family)
-    trainer = _trainer(golden, tmp_path, sampler="upstream")
-    plan = trainer.plan(0)
+    plan = upstream_trainer(golden, tmp_path).plan(0)
     examples = np.concatenate([s["examples"].numpy() for s in golden["steps"]])
     puzzles = np.concatenate([s["puzzles"].numpy() for s in golden["steps"]])
     assert plan.num_batches >= golden["num_steps"]
     assert np.array_equal(plan.puzzles[: len(puzzles)], puzzles), f"{family}: another puzzle order"
-    if family == "urm":  # every draw is the pass's Philox generator's: upstream's rows exactly
-        assert np.array_equal(plan.examples[: len(examples)], examples)
-    else:  # the worker's NumPy generator, seeded from upstream's process: each row one of its puzzle's examples
-        starts, ends = trainer.split.puzzle_indices[puzzles], trainer.split.puzzle_indices[puzzles + 1]
-        assert ((starts <= plan.examples[: len(examples)]) & (plan.examples[: len(examples)] < ends)).all()
+    assert np.array_equal(plan.examples[: len(examples)], examples), f"{family}: other examples"
+
+
+@pytest.mark.parametrize("family", ["trm", "hrm"])
+def test_another_worker_seed_draws_other_examples_of_the_same_puzzles(family, tmp_path):
+    """What a run of its own draws (its base seed from torch's generator after arcpipe's initialisation): upstream's
+    puzzles, other examples of them."""
+    golden = _load(family)
+    plan = _trainer(golden, tmp_path, sampler="upstream").plan(0)
+    examples = np.concatenate([s["examples"].numpy() for s in golden["steps"]])
+    puzzles = np.concatenate([s["puzzles"].numpy() for s in golden["steps"]])
+    assert np.array_equal(plan.puzzles[: len(puzzles)], puzzles)
+    assert not np.array_equal(plan.examples[: len(examples)], examples)
+    starts, ends = golden["dataset"]["arrays"]["puzzle_indices"].numpy()[[puzzles, puzzles + 1]]
+    assert ((starts <= plan.examples[: len(examples)]) & (plan.examples[: len(examples)] < ends)).all()
 
 
 def test_urm_without_its_rank_0_walk_plans_other_rows(tmp_path, monkeypatch):
@@ -169,10 +187,12 @@ def test_urm_without_its_rank_0_walk_plans_other_rows(tmp_path, monkeypatch):
     assert not np.array_equal(plan.puzzles[: len(puzzles)], puzzles)
 
 
-def test_urm_trains_as_upstreams_whole_run_from_its_own_sampler(tmp_path):
+@pytest.mark.numeric
+@pytest.mark.parametrize("family", ["trm", "hrm", "urm"])
+def test_trains_as_upstreams_whole_run_from_its_own_sampler(family, tmp_path):
     """The Trainer draws its own batches (sampler upstream); only upstream's exploration draws are given."""
-    golden = _load("urm")
-    trainer = _trainer(golden, tmp_path, sampler="upstream")
+    golden = _load(family)
+    trainer = upstream_trainer(golden, tmp_path)
     plan = trainer.plan(0)
     draw = trainer.draw
 
@@ -203,6 +223,7 @@ def test_urm_trains_as_upstreams_whole_run_from_its_own_sampler(tmp_path):
 def _recording(golden, out: Path, tmp_path: Path):
     trainer = _trainer(golden, tmp_path / out.name, sampler="upstream", epochs=golden["train"]["epochs"] * 2,
                        side_checkpoint_minutes=1e9)  # fmt: skip
+    trainer.upstream_puzzles.rng = upstream_puzzles.worker_generator(golden["loader_base_seed"])
     seen: list[np.ndarray] = []
     step = trainer.step_fn
 
