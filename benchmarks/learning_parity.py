@@ -5,6 +5,8 @@ configuration, several seeds each, with an equivalence test on the final figures
         [--eval-interval 20] [--arcpipe-epochs EPOCHS INTERVAL] [--one-at-a-time] [--work DIR [--reuse]]
         [--out benchmarks/learning_parity]
     python benchmarks/learning_parity.py --hrm HRM --urm URM --adam-atan2 SDIST [--seeds 0 1 2] [--epochs 40] ...
+    python benchmarks/learning_parity.py --trm TRM --adam-atan2 SDIST --arcpipe-sampler upstream-run
+        --upstream-from benchmarks/learning_parity_long_trm.json --seeds 0 1 --epochs 280 --eval-interval 70 ...
     PYTHONPATH=TIMM_DIR python benchmarks/learning_parity.py --varc VARC [--seeds 0 1 2] [--work DIR]
 
 VARC's side (`--varc`, upstream's `offline_train_ARC.py`): benchmarks/learning_parity_varc.py, which says what it
@@ -66,6 +68,17 @@ with other work; each side's wall time is then its own). With `--work DIR --reus
 already holds, finished by the same commands (each side's final.json), is read back instead of run: seeds can be
 added to a benchmark one invocation at a time, each writing the JSON and plot of all seeds so far.
 
+**arcpipe's sampler** (TRM, HRM, URM). By default arcpipe's side draws its batches from its own hashes (the same
+distributions as upstream's loader, other rows). `--arcpipe-sampler upstream` gives it `sampler: upstream`
+(train/upstream_puzzles.py: upstream's draws, made the way upstream makes them, from a worker seed of its own);
+`--arcpipe-sampler upstream-run` also gives it the upstream run's own loader base seed, read by starting upstream's
+`pretrain.py` for the seed and stopping it when its train loader is first iterated (a few seconds, nothing
+trained), so that arcpipe trains the very rows upstream's run of that seed trains: a cross-over, upstream's rows
+through arcpipe's trainer (with arcpipe's own initial weights and exploration draws). With `--upstream-from JSON`
+(an earlier report of the same data and settings) upstream's side of each seed is read from that report instead of
+run again (upstream's run of a seed is the same run on a CPU), and the report's arcpipe side, seed for seed, is
+printed beside this one.
+
 **HRM and URM** (FAMILIES: the model and how upstream's config is told it; data, TRAIN, sides, figures, tests and
 margins as TRM's). Upstream's `pretrain.py` of each (HRM: sapientinc/HRM, URM: zitian-gao/URM) descends from the same
 code: same PuzzleDataset (one `data_path`), same AdamATan2 and sparse puzzle-embedding SignSGD, same W&B logging;
@@ -117,6 +130,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -254,9 +268,10 @@ def main() -> None:
     )
     parser.add_argument(
         "--arcpipe-sampler",
-        choices=["upstream"],
+        choices=["upstream", "upstream-run"],
         help="TRM, HRM, URM: arcpipe's side with `sampler: upstream` (upstream's PuzzleDataset draws, "
-        "train/upstream_puzzles.py) instead of its own hashes",
+        "train/upstream_puzzles.py) instead of its own hashes; upstream-run: with the upstream run's own loader base "
+        "seed, so that arcpipe trains the upstream run's very rows (a cross-over: upstream's rows, arcpipe's trainer)",
     )
     parser.add_argument(
         "--upstream-from",
@@ -296,6 +311,8 @@ def main() -> None:
     parser.add_argument("--data", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--dest", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--sampler", help=argparse.SUPPRESS)  # the arcpipe worker's run setting
+    parser.add_argument("--base-seed", type=int, help=argparse.SUPPRESS)  # its worker generator's (upstream-run)
+    parser.add_argument("--base-seed-only", action="store_true", help=argparse.SUPPRESS)  # upstream worker: stop there
     args = parser.parse_args()
     if args.worker:
         os.environ["OMP_NUM_THREADS"] = "1"
@@ -355,7 +372,7 @@ def run_all(args: argparse.Namespace, work: Path) -> None:
         build(work, data)
     tree = work / f"{args.family}_cpu"
     earlier = _earlier(args.upstream_from, args.seeds) if args.upstream_from else None
-    if earlier is None:
+    if earlier is None or args.arcpipe_sampler == "upstream-run":
         edits = cpu_tree(upstream, tree)
         print(
             f"upstream {upstream} ({short_commit(upstream)}) copied for the CPU: "
@@ -363,6 +380,7 @@ def run_all(args: argparse.Namespace, work: Path) -> None:
         )
     else:
         print(f"upstream's side of seeds {args.seeds} read from {args.upstream_from}; arcpipe's side runs alone")
+    env = {"WANDB_MODE": "disabled", "DISABLE_COMPILE": "1"}
     sides = "the two sides of a seed one after the other" if args.one_at_a_time else "both sides of a seed at once"
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; {sides}, 1 thread each")
 
@@ -375,8 +393,31 @@ def run_all(args: argparse.Namespace, work: Path) -> None:
         if side == "upstream":
             cmd += ["--tree", str(tree), "--adam-atan2", str(args.adam_atan2)]
         elif args.arcpipe_sampler:
-            cmd += ["--sampler", args.arcpipe_sampler]
+            cmd += ["--sampler", "upstream"]
+            if args.arcpipe_sampler == "upstream-run":
+                cmd += ["--base-seed", str(base_seed(seed))]
         return cmd
+
+    base_seeds: dict[int, int] = {}
+
+    def base_seed(seed: int) -> int:
+        """The upstream run's train-loader base seed: upstream's pretrain.py for this seed, stopped there."""
+        if seed not in base_seeds:
+            dest = work / f"base-seed-s{seed}"
+            dest.mkdir(exist_ok=True)
+            cmd = [sys.executable, __file__, "--worker", "upstream", "--family", args.family, "--seed", str(seed)]
+            cmd += ["--data", str(data), "--dest", str(dest), "--epochs", str(args.epochs)]
+            cmd += [
+                "--eval-interval",
+                str(args.eval_interval),
+                "--tree",
+                str(tree),
+                "--adam-atan2",
+                str(args.adam_atan2),
+            ]
+            subprocess.run(cmd + ["--base-seed-only"], check=True, env={**os.environ, **env}, capture_output=True)
+            base_seeds[seed] = json.loads((dest / "base_seed.json").read_text())["base_seed"]
+        return base_seeds[seed]
 
     def after(seed: int, runs: dict[str, list[dict[str, Any]]]) -> None:
         try:
@@ -387,7 +428,6 @@ def run_all(args: argparse.Namespace, work: Path) -> None:
         cross_figures = format_eval(runs["upstream"][-1]["cross"])
         print(f"seed {seed} upstream, its last checkpoint scored by arcpipe evaluate: {cross_figures}")
 
-    env = {"WANDB_MODE": "disabled", "DISABLE_COMPILE": "1"}
     given = earlier["upstream"] if earlier else None
     runs = run_seeds(args.seeds, work, command, env, None if given else after, args.one_at_a_time, args.reuse, given)
     config = {
@@ -619,12 +659,13 @@ def cross(result: dict[str, Any], data: Path, dest: Path, fam: Family = FAMILIES
 def arcpipe_worker(args: argparse.Namespace) -> None:
     fam = FAMILIES[args.family]
     run = {"arch": fam.arch, "preset": "tiny", "arch_overrides": fam.model, "ema": False, **TRAIN}
-    arcpipe_train(args, {**run, **({"sampler": args.sampler} if args.sampler else {})})
+    arcpipe_train(args, {**run, **({"sampler": args.sampler} if args.sampler else {})}, args.base_seed)
 
 
-def arcpipe_train(args: argparse.Namespace, run: dict[str, Any]) -> None:
+def arcpipe_train(args: argparse.Namespace, run: dict[str, Any], base_seed: int | None = None) -> None:
     """arcpipe's Trainer with `run` (its arch and recipe; the data, epochs and seed from `args`) to each evaluation
-    boundary, each boundary's checkpoint evaluated; result.json. TRM's and VARC's arcpipe side."""
+    boundary, each boundary's checkpoint evaluated; result.json. TRM's and VARC's arcpipe side. `base_seed`
+    (`sampler: upstream`): the loader worker's, an upstream run's, instead of a draw of the run's own."""
     import yaml
 
     from arcpipe.config import load_config
@@ -649,6 +690,10 @@ def arcpipe_train(args: argparse.Namespace, run: dict[str, Any]) -> None:
     (dest / "config.yaml").write_text(yaml.safe_dump(raw))
     started = time.monotonic()
     trainer = Trainer(load_config(dest / "config.yaml"), "r", args.data, dest / "run")
+    if base_seed is not None:
+        from arcpipe.train.upstream_puzzles import worker_generator
+
+        trainer.upstream_puzzles.rng = worker_generator(base_seed)
     stamps: list[tuple[int, float]] = []
     train: list[dict[str, float]] = []
     step = trainer.train_step
@@ -705,6 +750,7 @@ def arcpipe_eval(m: dict[str, Any]) -> dict[str, float]:
 
 
 def upstream_worker(args: argparse.Namespace) -> None:
+    import torch
     from upstream_cpu import cpu_stand_ins
 
     fam = FAMILIES[args.family]
@@ -754,6 +800,17 @@ def upstream_worker(args: argparse.Namespace) -> None:
         for name in fam.no_ops:
             setattr(pretrain, name, lambda *a, **k: None)
         sys.argv = [str(tree / "pretrain.py"), f"--config-path={tree / 'config'}", *overrides]
+        if args.base_seed_only:  # the train loader's base seed, when it is first iterated; nothing is trained
+            original_iter = torch.utils.data.DataLoader.__iter__
+
+            def loader_iter(loader: Any) -> Any:
+                iterator = original_iter(loader)
+                if getattr(loader.dataset, "split", None) == "train":
+                    (dest / "base_seed.json").write_text(json.dumps({"base_seed": int(iterator._base_seed)}))
+                    os._exit(0)
+                return iterator
+
+            torch.utils.data.DataLoader.__iter__ = loader_iter
         pretrain.launch()
     train, evals, stamps = [], [], []
     for row in logged:
@@ -1057,8 +1114,11 @@ def plot(
                 )
                 rows.append(smooth(vals))
             rows = np.array(rows)
-            ax.plot(steps, np.nanmean(rows, 0), color=colours[side], label=f"{side} (mean of {len(rs)} seeds)")
-            ax.fill_between(steps, np.nanmin(rows, 0), np.nanmax(rows, 0), color=colours[side], alpha=0.25)
+            with warnings.catch_warnings():  # a step where no seed's rows halted has no accuracy: a gap, not a warning
+                warnings.simplefilter("ignore", RuntimeWarning)
+                mean, low, high = np.nanmean(rows, 0), np.nanmin(rows, 0), np.nanmax(rows, 0)
+            ax.plot(steps, mean, color=colours[side], label=f"{side} (mean of {len(rs)} seeds)")
+            ax.fill_between(steps, low, high, color=colours[side], alpha=0.25)
         # pass@2 like for like: votes pooled over the run's evaluations (upstream's in-run figure; arcpipe's pooled
         # with eval/vote.pool) solid, each checkpoint alone (arcpipe's evaluations; upstream's checkpoints scored
         # by arcpipe evaluate) dashed
