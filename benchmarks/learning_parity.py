@@ -666,6 +666,7 @@ def arcpipe_train(args: argparse.Namespace, run: dict[str, Any], base_seed: int 
     """arcpipe's Trainer with `run` (its arch and recipe; the data, epochs and seed from `args`) to each evaluation
     boundary, each boundary's checkpoint evaluated; result.json. TRM's and VARC's arcpipe side. `base_seed`
     (`sampler: upstream`): the loader worker's, an upstream run's, instead of a draw of the run's own."""
+    import torch
     import yaml
 
     from arcpipe.config import load_config
@@ -710,7 +711,8 @@ def arcpipe_train(args: argparse.Namespace, run: dict[str, Any], base_seed: int 
         trainer.train_until(epoch, None)
         stamps.append((-1, time.monotonic()))  # an evaluation between: the gap is not a training step
         ckpt = dest / "run" / "ckpt" / f"epoch_{epoch}.pt"
-        m = evaluate_checkpoint(ckpt, args.data, dest / "eval" / f"epoch_{epoch}", device="cpu")
+        with torch.random.fork_rng(devices=[]):  # the evaluation draws nothing from the training's generator
+            m = evaluate_checkpoint(ckpt, args.data, dest / "eval" / f"epoch_{epoch}", device="cpu")
         pooled = _pooled_pass(sorted((dest / "eval").glob("epoch_*/votes.npz"), key=_epoch_of))
         evals.append({"step": int(m["step"]), "epoch": epoch, **arcpipe_eval(m), **pooled})
         print(f"epoch {epoch}: {format_eval(evals[-1])}", flush=True)

@@ -47,7 +47,7 @@ from arcpipe.train.sampler import PassPlan, batch_rows, canvas_draws, collate, h
 from arcpipe.train.schedule import lr_at, schedule_step, total_steps
 from arcpipe.train.tracking import MetricsLog, Progress, WandbMirror
 from arcpipe.train.upstream_order import UpstreamOrder
-from arcpipe.train.upstream_puzzles import UpstreamPuzzles, family_of
+from arcpipe.train.upstream_puzzles import UpstreamPuzzles, family_of, upstream_halt_min_steps
 
 log = logging.getLogger(__name__)
 
@@ -202,6 +202,8 @@ class Trainer:
                 record = self.train_step(plan, wandb)
                 progress.update(self.position.step, record)
             self.position.wall_seconds = wall_at_start + (time.monotonic() - started)
+            if self.upstream_puzzles is not None and self.position.pass_index == 0:
+                self.upstream_puzzles.first_evaluation_draw()
             # the boundary's state holds the next pass's start: a job resumed from it never writes it again
             self.position.pass_index += 1
             self.position.batch = 0
@@ -302,9 +304,14 @@ class Trainer:
                 k: torch.from_numpy(v).to(self.device, non_blocking=True)
                 for k, v in collate(self.split, examples[rows], puzzles[rows]).items()
             }
-            batch["halt_min_steps"] = torch.from_numpy(
-                halt_min_steps(run.seed, step, rows, self.arch_cfg_exploration, self.head.model.max_steps)
-            ).to(self.device)
+            if self.upstream_puzzles is not None:  # upstream's own exploration draws (train/upstream_puzzles.py)
+                batch["halt_min_steps"] = upstream_halt_min_steps(
+                    micro, self.arch_cfg_exploration, self.head.model.max_steps, self.device
+                )
+            else:
+                batch["halt_min_steps"] = torch.from_numpy(
+                    halt_min_steps(run.seed, step, rows, self.arch_cfg_exploration, self.head.model.max_steps)
+                ).to(self.device)
             if getattr(self.head, "draws_per_row", 0):  # a canvas model: each row's placement (sampler.canvas_draws)
                 draws = (
                     plan.draws[batch_index * run.global_batch_size + rows]

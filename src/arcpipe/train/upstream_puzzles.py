@@ -28,6 +28,12 @@ What differs from upstream: on several processes every rank takes its rows of th
 0's draws make); upstream's ranks draw the examples of a puzzle from generators of their own (TRM, HRM) or train
 other passes (URM's rank 0), so they may disagree on the visits their batches share.
 
+The ACT exploration is upstream's too: each step, torch's generator of the device draws `rand` then `randint` as
+upstream's model does in its forward (upstream_halt_min_steps), where arcpipe's default hashes (seed, step, row);
+and after the first pass one more int64 is drawn, as upstream's evaluation loader draws its base seed there. With
+arcpipe's initialisation, which consumes torch's generator as upstream's does (TRM: the same initial weights and
+the same next draw for a seed), a run on a CPU then draws upstream's very batches and exploration.
+
 Resume: a pass is planned at its first batch. The global generator's state at the start of the latest planned pass
 and after it go into every saved state, so a run resumed at a boundary or in the middle of a pass plans the same
 rows as one that was not stopped.
@@ -48,6 +54,14 @@ if TYPE_CHECKING:
 
 PHILOX_EXAMPLES = ("urm",)  # families whose examples come from the pass's Philox generator, not NumPy's global one
 WALKS_BEFORE_PASS = {"urm": 1}  # loader passes upstream's rank 0 walks (and does not train) before each it trains
+
+
+def upstream_halt_min_steps(rows: int, prob: float, max_steps: int, device: torch.device) -> torch.Tensor:
+    """(rows,) int32: the ACT exploration upstream's model draws each training step, on torch's generator of the
+    device (`torch.rand_like(q_halt_logits) < prob` times `torch.randint_like(steps, 2, max_steps + 1)`, in that
+    order): a row may not halt before it, 0 for none (the meaning of arcpipe's `halt_min_steps`)."""
+    explore = torch.rand(rows, dtype=torch.float32, device=device) < prob
+    return explore * torch.randint(2, max_steps + 1, (rows,), dtype=torch.int32, device=device)
 
 
 def family_of(arch: str) -> str:
@@ -153,6 +167,11 @@ class UpstreamPuzzles:
             )
         self.start = {"pass_index": pass_index, "state": self.rng.get_state()}
         return draw_pass(split, self.family, philox_seed, epochs, global_batch_size, self.rng)
+
+    def first_evaluation_draw(self) -> None:
+        """The one draw of torch's generator upstream's trainer makes after its first pass: its evaluation loader's
+        iterator, first iterated there, draws its base seed (later evaluations reuse the persistent worker)."""
+        torch.empty((), dtype=torch.int64).random_()
 
     def state_dict(self) -> dict[str, Any]:
         """Tensors and plain values only (a training state loads with weights_only=True)."""
