@@ -73,8 +73,10 @@ distributions as upstream's loader, other rows). `--arcpipe-sampler upstream` gi
 (train/upstream_puzzles.py: upstream's draws, made the way upstream makes them, from a worker seed of its own);
 `--arcpipe-sampler upstream-run` also gives it the upstream run's own loader base seed, read by starting upstream's
 `pretrain.py` for the seed and stopping it when its train loader is first iterated (a few seconds, nothing
-trained), so that arcpipe trains the very rows upstream's run of that seed trains: a cross-over, upstream's rows
-through arcpipe's trainer (with arcpipe's own initial weights and exploration draws). With `--upstream-from JSON`
+trained), so that arcpipe trains the very rows upstream's run of that seed trains, whatever its own
+initialisation leaves in torch's generator. For TRM it changes nothing: arcpipe's initialisation is upstream's and
+its own draw is that base seed (benchmarks/RESULTS.md, 2026-11-29, evening), so `upstream` alone gives the
+upstream run. With `--upstream-from JSON`
 (an earlier report of the same data and settings) upstream's side of each seed is read from that report instead of
 run again (upstream's run of a seed is the same run on a CPU), and the report's arcpipe side, seed for seed, is
 printed beside this one.

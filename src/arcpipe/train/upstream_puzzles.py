@@ -16,9 +16,9 @@ the draws out when two runs disagree. Upstream, pass p of the loader (counted fr
 The global generator is the loader worker's: PyTorch seeds it in the worker from a base seed, one int64 draw of the
 main process's torch generator when the loader is first iterated (`np.random.seed(_generate_state(base, 0))`).
 Here the base seed is drawn from torch's global generator when the run's first pass is planned, after arcpipe's own
-initialisation, so the example order is drawn as upstream's is, not that of the upstream run with the same seed
-(whose initialisation consumed its generator otherwise): the group order and the puzzles are upstream's for any
-seed (they depend on the seed alone), and URM's examples too.
+initialisation: the group order and the puzzles are upstream's for any seed (they depend on the seed alone), and
+URM's examples too; TRM's and HRM's examples are the upstream run's of the same seed where arcpipe's initialisation
+consumes torch's generator as upstream's does (TRM's does, below), and otherwise drawn as upstream's are.
 
 URM's rank 0 walks the train loader once before every pass it trains, to count its batches, so each pass it trains
 is the loader's second: pass k (from 0) draws with seed + 2 (k + 1). That is what one upstream URM process trains;

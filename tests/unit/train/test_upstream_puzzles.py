@@ -40,7 +40,6 @@ from test_trainer_parity import _assert_state, _load, _trainer
 from arcpipe.config.runs import RunConfig
 from arcpipe.train import upstream_puzzles
 from arcpipe.train.sampler import _pack, collate
-from arcpipe.train.upstream_puzzles import draw_visits
 
 DATA = Path(__file__).parents[2] / "data" / "sampler"
 NO_ROW = 255  # record_sampler_stats.py: a visit that gave no kept row
@@ -59,14 +58,15 @@ def stats() -> tuple[dict[str, np.ndarray], dict[str, Any]]:
 
 
 def record(arrays: dict[str, np.ndarray], run: dict[str, Any], passes: int | None = None) -> dict[str, np.ndarray]:
-    """record_sampler_stats.py's record of `run`, drawn by draw_visits: the loader iterated once a pass (pass p
-    draws with seed + p + 1), TRM's global generator seeded with np.random.seed(seed) before the first."""
+    """record_sampler_stats.py's record of `run` (its first `passes`), drawn by draw_visits (called through the module,
+    so that a planted replacement is the one called): the loader iterated once a pass (pass p draws with
+    seed + p + 1), TRM's global generator seeded with np.random.seed(seed) before the first."""
     split = SimpleNamespace(puzzle_indices=arrays["puzzle_indices"], group_indices=arrays["group_indices"])
     family, batch, epochs, seed = run["family"], run["global_batch_size"], run["epochs_per_pass"], run["seed"]
     rng = np.random.RandomState(seed)
     out: dict[str, list] = {"puzzle": [], "taken": [], "first": [], "batches": []}
     for p in range(passes or run["passes"]):
-        puzzles, counts, chosen = draw_visits(split, family, seed + p + 1, epochs, batch, rng)
+        puzzles, counts, chosen = upstream_puzzles.draw_visits(split, family, seed + p + 1, epochs, batch, rng)
         taken, _, num_batches = _pack(counts, batch)
         out["puzzle"].append(puzzles)
         out["taken"].append(taken)
@@ -86,7 +86,7 @@ def test_every_visit_is_upstreams(stats, name):
 
 
 def _reseeded_each_pass(monkeypatch):
-    original = draw_visits
+    original = upstream_puzzles.draw_visits
 
     def planted(split, family, philox_seed, epochs, batch, rng):
         if rng is not None:
@@ -122,23 +122,8 @@ def test_planted_changes_fail(stats, monkeypatch, plant):
     arrays, meta = stats
     run = meta["runs"]["trm_a"]
     plant(monkeypatch)
-    got = record_via_module(arrays, run, passes=20)
+    got = record(arrays, run, passes=20)
     assert any(not np.array_equal(got[k], arrays[f"trm_a_{k}"][: len(got[k])]) for k in got)
-
-
-def record_via_module(arrays, run, passes):
-    """record(), calling draw_visits through the module (so that a planted replacement is the one called)."""
-    split = SimpleNamespace(puzzle_indices=arrays["puzzle_indices"], group_indices=arrays["group_indices"])
-    rng = np.random.RandomState(run["seed"])
-    first, taken_all = [], []
-    for p in range(passes):
-        puzzles, counts, chosen = upstream_puzzles.draw_visits(
-            split, run["family"], run["seed"] + p + 1, run["epochs_per_pass"], run["global_batch_size"], rng
-        )
-        taken, _, _ = _pack(counts, run["global_batch_size"])
-        first.append(np.array([c[0] if t else NO_ROW for c, t in zip(chosen, taken, strict=True)]))
-        taken_all.append(taken)
-    return {"first": np.concatenate(first), "taken": np.concatenate(taken_all)}
 
 
 # ---------------------------------------------------------------------------------------------------------------
